@@ -1,0 +1,288 @@
+"""The supervisor: launches `vllm serve`, follows its log, knows when it is ready, stops it cleanly.
+
+It runs in the `qwen-tui serve` process (foreground, or detached with --detach / from the console),
+never in the TUI, so a dropped SSH session does not take the server down. Consoles are clients: they
+read the state file and follow the log file that the supervisor writes.
+
+States: starting -> ready (only when /health answers 200) -> stopping -> stopped,
+or failed (with the parsed cause), then backoff -> starting when the restart policy allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backend import statefile
+from backend.command import Launch
+from backend.logparse import LogParser
+from backend.settings import Settings
+
+# Failure kinds that fail again unchanged: restarting would only loop.
+PERMANENT_FAILURES = {
+    "bad_argument", "kv_cache_too_small", "max_len_exceeds_model", "model_not_found",
+    "weights_incomplete", "port_in_use", "tp_indivisible", "bf16_unsupported", "cpu_memory",
+    "memory_in_use",
+}
+BACKOFF_START_S = 5.0
+BACKOFF_CAP_S = 300.0
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: str
+    detail: str
+    at: float
+
+
+def backoff_delay(failures: int) -> float:
+    """5 s, 10 s, 20 s ... capped at 5 min (failures counts the one that just happened)."""
+    return min(BACKOFF_START_S * 2 ** max(failures - 1, 0), BACKOFF_CAP_S)
+
+
+def argv_hash(argv: list[str]) -> str:
+    return hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
+
+
+class Supervisor:
+    """One supervised server. Create it in the process that owns the server, then `await run()`."""
+
+    def __init__(self, settings: Settings, launch: Launch, *, on_line: Callable[[str], None] | None = None,
+                 on_state: Callable[[Transition], None] | None = None, state_path: Path | None = None,
+                 logs_dir: Path | None = None, restart: str | None = None) -> None:
+        self.settings = settings
+        self.launch = launch
+        self.on_line = on_line
+        self.on_state = on_state
+        self.state_path = state_path or statefile.state_path()
+        self.logs_dir = logs_dir or statefile.logs_dir()
+        self.restart_policy = restart or settings.console["restart"]
+        self.state = "stopped"
+        self.detail = ""
+        self.proc: asyncio.subprocess.Process | None = None
+        self.parser = LogParser()
+        self.log_path: Path | None = None
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+        self.restarts = 0
+        self.failures: deque[float] = deque()
+        self.failure: dict[str, Any] | None = None
+        self.stop_report: str | None = None
+        self.served_models: list[str] = []
+        self._stop_requested = asyncio.Event()
+        self._health_fail_since: float | None = None
+        self._pgid: int | None = None
+
+    # -- state ---------------------------------------------------------------------------------
+    def _set(self, state: str, detail: str = "") -> None:
+        self.state, self.detail = state, detail
+        self._write_state()
+        if self.on_state:
+            self.on_state(Transition(state, detail, time.time()))
+
+    def status(self) -> dict[str, Any]:
+        snap = self.parser.snapshot()
+        pid = self.proc.pid if self.proc and self.proc.returncode is None else None
+        return {
+            "state": self.state,
+            "detail": self.detail,
+            "pid": pid,
+            "pid_create_time": statefile.create_time(pid) if pid else None,
+            "pgid": self._pgid if pid else None,
+            "supervisor_pid": os.getpid(),
+            "supervisor_create_time": statefile.create_time(os.getpid()),
+            "host": self.settings.server.get("host"),
+            "port": self.settings.server.get("port"),
+            "base_url": self.settings.base_url,
+            "served_model_name": self.settings.served_name,
+            "served_models": self.served_models,
+            "started_at": self.started_at,
+            "ready_at": self.ready_at,
+            "restarts": self.restarts,
+            "log_path": str(self.log_path) if self.log_path else None,
+            "argv": self.launch.argv,
+            "argv_hash": argv_hash(self.launch.argv),
+            "env": self.launch.env,
+            "settings": self.settings.snapshot(),
+            "failure": snap.get("failure") if self.state in ("failed", "backoff") else self.failure,
+            "stop_report": self.stop_report,
+            "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
+                                                 "max_concurrency", "max_concurrency_tokens",
+                                                 "weights_gib", "weights_seconds", "phase")},
+        }
+
+    def _write_state(self) -> None:
+        statefile.write(self.status(), self.state_path)
+
+    # -- one launch ----------------------------------------------------------------------------
+    async def _spawn(self) -> None:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.log_path = self.logs_dir / f"vllm-{stamp}-{os.getpid()}-{self.restarts}.log"
+        self.parser = LogParser()
+        self.failure = None
+        self.ready_at = None
+        self._health_fail_since = None
+        self.started_at = time.time()
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.launch.argv, env=self.launch.full_env(), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True, limit=1 << 20)
+        self._pgid = self.proc.pid  # a new session: its leader's pid is the group id
+        self._set("starting", f"pid {self.proc.pid}")
+
+    async def _read_output(self, log) -> None:
+        assert self.proc and self.proc.stdout
+        while True:
+            try:
+                raw = await self.proc.stdout.readline()
+            except ValueError:  # a line longer than the limit: take what is there
+                raw = await self.proc.stdout.read(1 << 20)
+            if not raw:
+                return
+            text = raw.decode("utf-8", errors="replace")
+            log.write(text)
+            log.flush()
+            for line in text.rstrip("\n").split("\n"):
+                self._on_line(line)
+
+    def _on_line(self, line: str) -> None:
+        try:
+            events = self.parser.feed(line, time.time())
+        except Exception:  # a parser bug must never take the server down
+            events = []
+        if self.on_line:
+            self.on_line(line)
+        if any(type(e).__name__ in ("Figure", "Failure") for e in events):
+            self._write_state()
+
+    async def _watch_health(self) -> None:
+        interval = float(self.settings.console["health_interval_s"])
+        grace = float(self.settings.console["health_grace_s"])
+        headers = {}
+        if self.settings.server.get("api_key"):
+            headers["Authorization"] = f"Bearer {self.settings.server['api_key']}"
+        async with httpx.AsyncClient(base_url=self.settings.base_url, trust_env=False,
+                                     timeout=httpx.Timeout(3.0), headers=headers) as client:
+            while self.proc and self.proc.returncode is None:
+                ok = False
+                try:
+                    ok = (await client.get("/health")).status_code == 200
+                except httpx.HTTPError:
+                    pass
+                now = time.time()
+                if ok and self.state == "starting":
+                    self.ready_at = now
+                    await self._fetch_models(client)
+                    self._set("ready", f"{now - (self.started_at or now):.1f} s after launch")
+                elif ok:
+                    self._health_fail_since = None
+                elif self.state == "ready":
+                    self._health_fail_since = self._health_fail_since or now
+                    if now - self._health_fail_since > grace:
+                        self.failure = {"kind": "engine_dead", "message": f"/health failing for {grace:.0f} s",
+                                        "fix": "see the log; the server is restarted if console.restart allows"}
+                        await self._terminate("health")
+                        return
+                await asyncio.sleep(0.25 if self.state == "starting" else interval)
+
+    async def _fetch_models(self, client: httpx.AsyncClient) -> None:
+        try:
+            data = (await client.get("/v1/models")).json()
+            self.served_models = [m.get("id") for m in data.get("data", [])]
+        except (httpx.HTTPError, ValueError, AttributeError):
+            self.served_models = []
+
+    async def _terminate(self, why: str) -> None:
+        from backend import procs
+
+        if not self.proc or self.proc.returncode is not None:
+            return
+        pids = [self.proc.pid] + procs.descendants(self.proc.pid)
+        timeout = float(self.settings.console["stop_timeout"])
+        report = await asyncio.to_thread(procs.terminate, self._pgid, pids, timeout)
+        self.stop_report = report.summary()
+
+    async def _run_once(self) -> int:
+        await self._spawn()
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            reader = asyncio.create_task(self._read_output(log))
+            health = asyncio.create_task(self._watch_health())
+            stop_wait = asyncio.create_task(self._stop_requested.wait())
+            assert self.proc
+            exited = asyncio.create_task(self.proc.wait())
+            done, _ = await asyncio.wait({exited, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if stop_wait in done and not exited.done():
+                self._set("stopping", "SIGTERM to the process group")
+                await self._terminate("stop")
+            rc = await exited
+            await asyncio.wait_for(reader, timeout=5) if not reader.done() else None
+            for task in (health, stop_wait):
+                task.cancel()
+            if self._stop_requested.is_set():
+                await self._reap_leftovers()
+        return rc
+
+    async def _reap_leftovers(self) -> None:
+        """After the API process is gone, make sure nothing of its group survives."""
+        from backend import procs
+
+        if self._pgid is None:
+            return
+        left = procs.group_members(self._pgid)
+        if left:
+            report = await asyncio.to_thread(procs.terminate, self._pgid, left, 5.0)
+            self.stop_report = f"{self.stop_report or ''}; leftovers: {report.summary()}".strip("; ")
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def run(self) -> int:
+        """Run until stopped (exit code 0) or failed for good (1)."""
+        while True:
+            rc = await self._run_once()
+            if self._stop_requested.is_set():
+                self.parser.process_exited(rc)
+                self._set("stopped", self.stop_report or f"exit code {rc}")
+                return 0
+            self.parser.process_exited(rc)
+            self.failure = self.failure or self.parser.snapshot().get("failure") or {
+                "kind": "unknown", "message": f"vLLM exited with code {rc}", "fix": "see the log"}
+            await self._reap_leftovers()
+            kind = self.failure.get("kind")
+            self._set("failed", f"exit code {rc}: {kind}")
+            now = time.time()
+            self.failures.append(now)
+            window = float(self.settings.console["restart_window_s"])
+            while self.failures and now - self.failures[0] > window:
+                self.failures.popleft()
+            if self.restart_policy != "on-failure" or kind in PERMANENT_FAILURES:
+                return 1
+            if len(self.failures) >= int(self.settings.console["restart_max_failures"]):
+                self._set("failed", f"gave up after {len(self.failures)} failures in {window:.0f} s")
+                return 1
+            delay = backoff_delay(len(self.failures))
+            self._set("backoff", f"restart in {delay:.0f} s (failure {len(self.failures)})")
+            try:
+                await asyncio.wait_for(self._stop_requested.wait(), timeout=delay)
+                self._set("stopped", "stopped during backoff")
+                return 0
+            except asyncio.TimeoutError:
+                self.restarts += 1
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, lambda: None)  # an SSH drop never stops the server
