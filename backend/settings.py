@@ -171,7 +171,8 @@ def check_value(section: str, key: str, value: Any) -> Any:
     if not ok and float in types and isinstance(value, int) and not isinstance(value, bool):
         value, ok = float(value), True
     if not ok:
-        raise ConfigError(f"{section}.{key} must be a {_type_name(spec.type)}, "
+        name = _type_name(spec.type)
+        raise ConfigError(f"{section}.{key} must be {'an' if name[0] in 'aeiou' else 'a'} {name}, "
                           f"got {type(value).__name__} {value!r}")
     if spec.choices and value not in spec.choices:
         raise ConfigError(f"{section}.{key} = {value!r} is not one of {', '.join(map(str, spec.choices))}")

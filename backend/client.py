@@ -1,0 +1,166 @@
+"""A console's view of the supervised server: start/stop it, follow its state and log files.
+
+The supervisor runs in its own process (`qwen-tui serve`, detached), so any number of consoles can
+attach, detach and re-attach; a dropped SSH session only loses a client. Every call here is blocking
+and quick; the TUI calls `poll()` from a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend import statefile
+from backend.logparse import LogParser
+
+
+@dataclass
+class Poll:
+    state: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+    new_log: bool = False  # the lines start a new log (a (re)start): clear what was shown
+    parsed: dict[str, Any] = field(default_factory=dict)
+
+
+def status() -> dict[str, Any]:
+    """The contract of `qwen-tui status --json`."""
+    data, why = statefile.read_live(cleanup=False)
+    if data is None:
+        last = statefile.read() or {}
+        state = "failed" if last.get("state") == "failed" else "stopped"
+        return {"state": state, "pid": None, "supervisor_pid": None, "port": last.get("port"),
+                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts", 0),
+                "log_path": last.get("log_path"), "detail": last.get("detail"),
+                "failure": last.get("failure") if state == "failed" else None,
+                "kv_cache_tokens": None, "max_concurrency": None, "note": why}
+    figures = dict(data.get("figures") or {})
+    started = data.get("started_at")
+    return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
+            "port": data.get("port"), "base_url": data.get("base_url"),
+            "uptime_s": round(time.time() - started, 1) if started else None,
+            "restarts": data.get("restarts", 0), "log_path": data.get("log_path"),
+            "detail": data.get("detail"), "failure": data.get("failure"),
+            "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
+            "stop_report": data.get("stop_report"), **figures,
+            "kv_cache_tokens": figures.get("kv_cache_tokens"),
+            "max_concurrency": figures.get("max_concurrency")}
+
+
+def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    """Spawn `qwen-tui serve` in its own session; return its first state. Raises RuntimeError."""
+    argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet", "--allow-orphans"]
+    if restart:
+        argv += ["--restart", restart]
+    statefile.logs_dir().mkdir(parents=True, exist_ok=True)
+    out_path = statefile.logs_dir() / "supervisor.log"
+    with open(out_path, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True, cwd=os.getcwd())
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        data = statefile.read()
+        if data and data.get("supervisor_pid") == proc.pid:
+            return data
+        if proc.poll() is not None:
+            tail = out_path.read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"the supervisor exited with code {proc.returncode}: " + " / ".join(tail))
+        time.sleep(0.1)
+    raise RuntimeError(f"the supervisor did not write its state within {timeout:.0f} s; see {out_path}")
+
+
+def stop(timeout: float | None = None) -> tuple[bool, str]:
+    """Ask the supervisor to stop the server and wait for it; (ok, what was done)."""
+    data, why = statefile.read_live(cleanup=False)
+    if data is None:
+        return True, "not running" + (f" ({why})" if why else "")
+    pid = data["supervisor_pid"]
+    stop_timeout = float((data.get("settings") or {}).get("console", {}).get("stop_timeout", 30))
+    try:
+        os.kill(pid, 15)
+    except ProcessLookupError:
+        return True, "not running"
+    limit = timeout or stop_timeout + 20
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if not statefile.pid_matches(pid, data.get("supervisor_create_time")):
+            final = statefile.read() or {}
+            return True, final.get("stop_report") or final.get("detail") or "stopped"
+        time.sleep(0.1)
+    return False, f"the supervisor (pid {pid}) did not exit within {limit:.0f} s"
+
+
+class LogFollower:
+    """Follows the current server log across restarts, feeding a parser for figures and milestones."""
+
+    def __init__(self, max_initial_lines: int = 20000) -> None:
+        self.path: str | None = None
+        self._f = None
+        self._partial = ""
+        self.parser = LogParser()
+        self.max_initial_lines = max_initial_lines
+
+    def close(self) -> None:
+        if self._f:
+            self._f.close()
+            self._f = None
+
+    def poll(self, path: str | None) -> tuple[list[str], bool]:
+        new_log = False
+        if path and path != self.path and Path(path).exists():
+            self.close()
+            self.path, self._partial, new_log = path, "", True
+            self.parser = LogParser()
+            self._f = open(path, encoding="utf-8", errors="replace")
+        if not self._f:
+            return [], new_log
+        chunk = self._f.read(4 << 20)
+        if not chunk:
+            return [], new_log
+        text = self._partial + chunk
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            try:
+                self.parser.feed(line)
+            except Exception:
+                pass
+        return lines[-self.max_initial_lines:] if new_log else lines, new_log
+
+
+class ServerClient:
+    """What the console uses: state + log lines in one poll; start/stop through the supervisor."""
+
+    def __init__(self, global_argv: list[str] | None = None) -> None:
+        self.global_argv = list(global_argv or [])
+        self.follower = LogFollower()
+
+    def poll(self) -> Poll:
+        st = status()
+        lines, new_log = self.follower.poll(st.get("log_path"))
+        parsed = self.follower.parser.snapshot()
+        if st["state"] == "stopped" and parsed.get("phase") not in ("failed",):
+            parsed = dict(parsed, phase="stopped") if self.follower.path else parsed
+        return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed)
+
+    def start(self) -> str:
+        live, _ = statefile.read_live(cleanup=True)
+        if live and live.get("state") not in ("stopped", "failed"):
+            return f"already {live.get('state')} (supervisor pid {live.get('supervisor_pid')})"
+        data = start_detached(self.global_argv)
+        return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"
+
+    def stop(self) -> str:
+        ok, msg = stop()
+        return msg if ok else f"stop failed: {msg}"
+
+    def restart(self) -> str:
+        msg = self.stop()
+        return f"{msg}; {self.start()}"
+
+    def close(self) -> None:
+        self.follower.close()

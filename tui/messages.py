@@ -1,0 +1,23 @@
+"""Every message the console's workers post, in one place. Workers never touch widgets."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from backend.client import Poll
+
+
+class ServerPolled(Message):
+    """A fresh look at the supervisor's state file and the new log lines."""
+
+    def __init__(self, poll: Poll) -> None:
+        super().__init__()
+        self.poll = poll
+
+
+class ActionFinished(Message):
+    """start / stop / restart finished; `text` says what was done."""
+
+    def __init__(self, action: str, text: str, error: bool = False) -> None:
+        super().__init__()
+        self.action, self.text, self.error = action, text, error

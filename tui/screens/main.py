@@ -1,0 +1,110 @@
+"""MainScreen: status line, live log, startup figures, failure banner; keys s/x/r/q."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from tui.messages import ActionFinished, ServerPolled
+from tui.widgets.failure_banner import FailureBanner
+from tui.widgets.figures_panel import FiguresPanel
+from tui.widgets.log_pane import LogPane
+from tui.widgets.status_bar import StatusBar
+
+POLL_S = 0.2
+
+
+class MainScreen(Screen):
+    CSS_PATH = "main.tcss"
+    BINDINGS = [
+        Binding("s", "start", "Start", id="start"),
+        Binding("x", "stop", "Stop", id="stop"),
+        Binding("r", "restart", "Restart", id="restart"),
+        Binding("q", "quit_console", "Quit", id="quit"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield FailureBanner(id="failure")
+        with Horizontal(id="body"):
+            yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log")
+            with Vertical(id="side"):
+                yield FiguresPanel(id="figures")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.state: dict = {"state": "stopped"}
+        self.busy = False
+        self.poll_server()
+
+    # -- the worker: blocking reads in a thread, results posted as messages ---------------------
+    @work(group="poll", exclusive=True, exit_on_error=False)
+    async def poll_server(self) -> None:
+        client = self.app.client
+        while True:
+            try:
+                poll = await asyncio.to_thread(client.poll)
+            except Exception as e:  # a bad state file or log must not close the console
+                self.notify(f"cannot read the server state: {e}", severity="error")
+                await asyncio.sleep(2)
+                continue
+            self.post_message(ServerPolled(poll))
+            await asyncio.sleep(POLL_S)
+
+    @on(ServerPolled)
+    def show_poll(self, message: ServerPolled) -> None:
+        poll = message.poll
+        log = self.query_one(LogPane)
+        if poll.new_log:
+            log.clear()
+        if poll.lines:
+            log.append_lines(poll.lines)
+        self.state = poll.state
+        settings = self.app.settings
+        self.query_one(StatusBar).show(poll.state, settings.base_url, settings.served_name)
+        self.query_one(FiguresPanel).show(poll.parsed)
+        failure = poll.state.get("failure") if poll.state.get("state") in ("failed", "backoff") else None
+        self.query_one(FailureBanner).show(failure or (poll.parsed.get("failure")
+                                                       if poll.state.get("state") == "failed" else None))
+
+    # -- actions -----------------------------------------------------------------------------
+    def _run_action(self, action: str) -> None:
+        if self.busy:
+            self.notify("busy: wait for the last action to finish", severity="warning")
+            return
+        self.busy = True
+        self.notify(f"{action}…")
+        self.run_action_worker(action)
+
+    @work(group="action", exclusive=True, exit_on_error=False)
+    async def run_action_worker(self, action: str) -> None:
+        client = self.app.client
+        try:
+            text = await asyncio.to_thread(getattr(client, action))
+            self.post_message(ActionFinished(action, text))
+        except Exception as e:
+            self.post_message(ActionFinished(action, str(e), error=True))
+
+    @on(ActionFinished)
+    def action_finished(self, message: ActionFinished) -> None:
+        self.busy = False
+        self.notify(f"{message.action}: {message.text}", severity="error" if message.error else "information",
+                    timeout=8)
+
+    def action_start(self) -> None:
+        self._run_action("start")
+
+    def action_stop(self) -> None:
+        self._run_action("stop")
+
+    def action_restart(self) -> None:
+        self._run_action("restart")
+
+    def action_quit_console(self) -> None:
+        self.app.request_quit(self.state.get("state", "stopped"))

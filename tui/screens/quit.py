@@ -1,0 +1,30 @@
+"""QuitScreen: leave the server running, or stop it, when the console quits."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+
+class QuitScreen(ModalScreen[str]):
+    """Dismisses with "keep", "stop" or "cancel"."""
+
+    CSS_PATH = "quit.tcss"
+    BINDINGS = [Binding("escape", "dismiss('cancel')", "Cancel", id="cancel"),
+                Binding("k", "dismiss('keep')", "Keep", id="keep"),
+                Binding("s", "dismiss('stop')", "Stop", id="stop")]
+
+    def compose(self) -> ComposeResult:
+        with Grid(id="dialog"):
+            yield Label("The server is running. Leave it running after the console quits?", id="question")
+            yield Button("Keep running [k]", variant="primary", id="keep")
+            yield Button("Stop server [s]", variant="error", id="stop")
+            yield Button("Cancel [esc]", id="cancel")
+
+    @on(Button.Pressed)
+    def choose(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id)

@@ -1,0 +1,27 @@
+"""FailureBanner: the diagnosed failure and its fix, shown only when there is one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+
+class FailureBanner(Static):
+    DEFAULT_CSS = """
+    FailureBanner { display: none; background: $error 30%; border: heavy $error; padding: 0 1;
+                    height: auto; }
+    FailureBanner.-shown { display: block; }
+    """
+
+    def show(self, failure: dict[str, Any] | None) -> None:
+        self.set_class(bool(failure), "-shown")
+        if not failure:
+            return
+        text = Text()
+        text.append(f"FAILED: {failure.get('kind')}\n", "bold")
+        text.append(f"{failure.get('message', '')}\n")
+        text.append("fix: ", "bold")
+        text.append(str(failure.get("fix", "")))
+        self.update(text)

@@ -1,0 +1,52 @@
+"""FiguresPanel: what the startup log says — version, weights, KV cache, concurrency, graphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from textual.widgets import Static
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "—" if v is None else format(v, fmt)
+
+
+def rows(parsed: dict[str, Any]) -> list[tuple[str, str]]:
+    p = parsed
+    weights = "—"
+    if p.get("weights_gib") is not None or p.get("weights_seconds") is not None:
+        weights = f"{_num(p.get('weights_gib'), '.2f')} GiB in {_num(p.get('weights_seconds'), '.1f')} s"
+    conc = "—"
+    if p.get("max_concurrency") is not None:
+        conc = f"{p['max_concurrency']:.2f}x @ {_num(p.get('max_concurrency_tokens'), ',')} tok"
+    return [
+        ("vLLM", p.get("vllm_version") or "—"),
+        ("phase", p.get("phase") or "—"),
+        ("weights", weights),
+        ("KV cache", f"{_num(p.get('kv_cache_gib'), '.2f')} GiB"),
+        ("KV tokens", _num(p.get("kv_cache_tokens"), ",")),
+        ("max concurrency", conc),
+        ("CUDA graphs", f"{_num(p.get('cuda_graph_seconds'), '.1f')} s"),
+        ("init engine", f"{_num(p.get('init_engine_seconds'), '.1f')} s"),
+        ("listening", p.get("listen_url") or "—"),
+        ("ready", "yes" if p.get("ready") else "no"),
+    ]
+
+
+class FiguresPanel(Static):
+    DEFAULT_CSS = """
+    FiguresPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
+    """
+
+    def on_mount(self) -> None:
+        self.border_title = "startup figures"
+        self.show({})
+
+    def show(self, parsed: dict[str, Any]) -> None:
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="bold")
+        table.add_column()
+        for name, value in rows(parsed):
+            table.add_row(name, value)
+        self.update(table)
