@@ -8,6 +8,7 @@ are reported before launch instead of letting vLLM die on "unrecognized argument
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -82,17 +83,9 @@ class Launch:
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
-    if not text:
-        return None
-    out = []
-    for part in text.split("+")[0].split("."):
-        digits = "".join(ch for ch in part if ch.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        out.append(int(digits))
-        if not part.isdigit():
-            break
-    return tuple(out) or None
+    """"0.10.2rc1.dev5+g1" -> (0, 10, 2); the release part only."""
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", text or "")
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
 
 
 def python_for(settings: Settings) -> str:
