@@ -75,8 +75,8 @@ def read_live(path: Path | None = None, cleanup: bool = True) -> tuple[dict[str,
         return None, None if not path.exists() else f"{path} is unreadable"
     if pid_matches(data.get("supervisor_pid"), data.get("supervisor_create_time")):
         return data, None
-    if data.get("state") == "stopped":
-        return None, None
+    if data.get("state") in ("stopped", "failed"):
+        return None, None  # the supervisor finished and said so: history, not a stale file
     why = (f"stale state file: supervisor pid {data.get('supervisor_pid')} is gone"
            if create_time(data.get("supervisor_pid") or -1) is None
            else f"stale state file: pid {data.get('supervisor_pid')} now belongs to another process")

@@ -25,6 +25,8 @@ class StatusBar(Static):
     StatusBar { height: 1; padding: 0 1; background: $panel; }
     """
 
+    last_text = ""
+
     def show(self, state: dict[str, Any], endpoint: str, model: str) -> None:
         name = state.get("state") or "stopped"
         text = Text()
@@ -36,4 +38,5 @@ class StatusBar(Static):
             text.append(f"  restarts {state['restarts']}", "magenta")
         if state.get("detail") and name != "ready":
             text.append(f"  — {state['detail']}", "dim")
+        self.last_text = text.plain
         self.update(text)

@@ -1,0 +1,146 @@
+"""End to end against a real vLLM CPU server on the generated demo model (minutes, not seconds).
+
+One server is shared across the tests of this module, in order: ready -> chat -> a new console
+re-attaches -> the API process is SIGKILLed -> failure, orphans cleaned, restart with backoff ->
+ready again -> stop leaves nothing behind. Then a configuration error must fail without a restart loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import httpx
+import psutil
+import pytest
+
+from e2e_helpers import cli, status, wait_for, wait_state
+
+pytestmark = pytest.mark.e2e
+START_TIMEOUT = 420
+
+
+def vllm_processes() -> list[psutil.Process]:
+    from backend import procs
+
+    return procs.find_vllm_processes()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("e2e-home")
+    old = os.environ.get("QWEN_TUI_HOME")
+    os.environ["QWEN_TUI_HOME"] = str(home)
+    assert not vllm_processes(), "vLLM processes are already running on this machine"
+    r = cli("--demo", "serve", "--detach", timeout=60)
+    assert r.returncode == 0, r.stderr
+    st = wait_state({"ready", "failed"}, START_TIMEOUT)
+    assert st["state"] == "ready", st
+    yield st
+    cli("stop", timeout=120)
+    for p in vllm_processes():  # never leave a server behind, even when a test failed
+        p.kill()
+    if old is None:
+        os.environ.pop("QWEN_TUI_HOME", None)
+    else:
+        os.environ["QWEN_TUI_HOME"] = old
+
+
+def test_ready_serves_models_and_streams_a_chat(server):
+    base = server["base_url"]
+    assert base == "http://127.0.0.1:8011"
+    models = httpx.get(f"{base}/v1/models", timeout=10, trust_env=False).json()
+    assert [m["id"] for m in models["data"]] == ["qwen-tui-demo"]
+    assert server["served_models"] == ["qwen-tui-demo"]
+    # the figures parsed from the live log
+    assert server["kv_cache_tokens"] > 0 and server["max_concurrency"] > 1
+    r = cli("--demo", "chat", "--json", "--max-tokens", "16", "Hello")
+    assert r.returncode == 0, r.stderr
+    import json
+    out = json.loads(r.stdout)
+    assert out["completion_tokens"] == 16 and out["finish_reason"] == "length"
+    assert out["ttft_s"] > 0 and out["tokens_per_s"] > 0 and out["text"]
+    metrics = httpx.get(f"{base}/metrics", timeout=10, trust_env=False).text
+    assert "vllm:generation_tokens_total" in metrics
+
+
+def test_wrong_model_name_is_explained(server):
+    r = cli("--demo", "chat", "--model", "nope", "Hello")
+    assert r.returncode == 1
+    assert "404" in r.stderr and "qwen-tui-demo" in r.stderr
+
+
+async def test_new_console_reattaches_with_the_earlier_log(server):
+    """The `serve --detach` front process is long gone; a new console attaches and shows READY."""
+    from backend.client import ServerClient
+    from backend.settings import load
+    from tui.app import make_app
+    from tui.widgets.log_pane import LogPane
+    from tui.widgets.status_bar import StatusBar
+
+    app = make_app(load(demo=True), ServerClient(["--demo"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        async def until(pred, timeout=10):
+            t = time.time()
+            while time.time() - t < timeout:
+                if pred():
+                    return True
+                await pilot.pause(0.1)
+            return False
+
+        assert await until(lambda: "READY" in app.screen.query_one(StatusBar).last_text)
+        log = app.screen.query_one(LogPane)
+        assert await until(lambda: any("Application startup complete" in ln for ln in log.lines))
+        assert any("KV cache size" in ln for ln in log.lines)
+        app.exit()
+
+
+def test_kill_9_api_process_fails_cleans_orphans_and_restarts(server):
+    before = status()
+    api_pid = before["pid"]
+    api = psutil.Process(api_pid)
+    pgid = os.getpgid(api_pid)
+    children = [c.pid for c in api.children(recursive=True)]
+    assert children, "the API process should have EngineCore/Worker children"
+    t0 = time.time()
+    os.kill(api_pid, signal.SIGKILL)
+    st = wait_state({"failed", "backoff"}, 5)
+    detected = time.time() - t0
+    assert detected < 5, detected
+    # the orphans the SIGKILL left (EngineCore, Worker) are cleaned up
+    def orphans_gone():
+        return all(not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE
+                   for p in children)
+    wait_for(orphans_gone, 30, what="orphaned EngineCore/Worker to be cleaned up")
+    from backend import procs
+    assert procs.group_members(pgid) == []
+    st = wait_state({"backoff", "starting", "ready"}, 10)
+    st = wait_state({"ready"}, START_TIMEOUT)
+    assert st["restarts"] == 1 and st["pid"] != api_pid
+
+
+def test_stop_leaves_no_process(server):
+    pid = status()["pid"]
+    pgid = os.getpgid(pid)
+    r = cli("stop", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "stopped in" in r.stdout
+    assert status()["state"] == "stopped"
+    from backend import procs
+    assert procs.group_members(pgid) == []
+    assert vllm_processes() == []
+
+
+def test_bad_argument_fails_without_restart_loop(tmp_path, monkeypatch):
+    monkeypatch.setenv("QWEN_TUI_HOME", str(tmp_path / "home"))
+    r = cli("--demo", "--set", 'server.extra_args=["--no-such-flag"]', "serve", "--detach", timeout=60)
+    assert r.returncode == 0, r.stderr
+    st = wait_state({"failed"}, 180)
+    assert st["failure"]["kind"] == "bad_argument", st
+    assert "--no-such-flag" in st["failure"]["message"]
+    time.sleep(2)
+    st = status()
+    assert st["state"] == "failed" and st["restarts"] == 0 and st["supervisor_pid"] is None
+    assert vllm_processes() == []

@@ -1,0 +1,132 @@
+"""Pilot tests of the console, fed by a scripted client (no server, no supervisor)."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.client import Poll
+from backend.settings import load
+from tui.app import make_app
+from tui.screens.quit import QuitScreen
+from tui.widgets.failure_banner import FailureBanner
+from tui.widgets.figures_panel import FiguresPanel
+from tui.widgets.log_pane import LogPane
+from tui.widgets.status_bar import StatusBar
+
+STARTUP = [
+    "(APIServer pid=1) INFO 11-29 08:33:18 [api_utils.py:347]   version 0.32.0",
+    "(Worker pid=3) INFO 11-29 08:34:03 [default_loader.py:501] Loading weights took 0.02 seconds",
+    '(APIServer pid=1) INFO:     127.0.0.1:5555 - "GET /health HTTP/1.1" 200 OK',
+    "(EngineCore pid=2) INFO 11-29 08:34:50 [kv_cache_utils.py:2327] CPU KV cache size: 1,309,184 tokens, "
+    "Maximum concurrency for 2,048 tokens per request: 639.25x",
+    "INFO:     Application startup complete.",
+]
+
+
+class ScriptedClient:
+    """Returns scripted polls in order, then repeats the last one; records actions."""
+
+    def __init__(self, polls: list[Poll]) -> None:
+        self.polls = list(polls)
+        self.actions: list[str] = []
+
+    def poll(self) -> Poll:
+        if len(self.polls) > 1:
+            return self.polls.pop(0)
+        last = self.polls[0]
+        return Poll(state=last.state, parsed=last.parsed)
+
+    def start(self) -> str:
+        self.actions.append("start")
+        return "started"
+
+    def stop(self) -> str:
+        self.actions.append("stop")
+        return "stopped in 1.2 s"
+
+    def restart(self) -> str:
+        self.actions.append("restart")
+        return "restarted"
+
+
+READY = {"state": "ready", "uptime_s": 75, "restarts": 0}
+PARSED = {"vllm_version": "0.32.0", "phase": "ready", "ready": True, "kv_cache_tokens": 1309184,
+          "max_concurrency": 639.25, "max_concurrency_tokens": 2048, "weights_seconds": 0.02}
+
+
+def app_with(polls, qhome, *overrides):
+    settings = load(overrides=["console.on_exit=ask", *overrides])
+    client = ScriptedClient(polls)
+    return make_app(settings, client), client
+
+
+async def wait_until(pilot, pred, tries=50):
+    for _ in range(tries):
+        if pred():
+            return True
+        await pilot.pause(0.05)
+    return False
+
+
+async def test_log_status_and_figures_follow_the_source(qhome):
+    polls = [Poll(state={"state": "starting", "detail": "pid 1"}, lines=STARTUP[:2], new_log=True),
+             Poll(state=READY, lines=STARTUP[2:], parsed=PARSED)]
+    app, _ = app_with(polls, qhome)
+    async with app.run_test(size=(140, 40)) as pilot:
+        log = app.screen.query_one(LogPane)
+        assert await wait_until(pilot, lambda: "READY" in app.screen.query_one(StatusBar).last_text)
+        lines = list(log.lines)
+        assert lines[0].endswith("version 0.32.0")
+        assert any("Application startup complete" in ln for ln in lines)
+        assert not any("GET /health" in ln for ln in lines), "poll noise must stay out of view"
+        assert log.hidden_polls == 1
+        status = app.screen.query_one(StatusBar).last_text
+        assert "qwen2.5-14b" in status and "http://127.0.0.1:8000" in status
+        figures = dict(__import__("tui.widgets.figures_panel", fromlist=["rows"]).rows(PARSED))
+        assert figures["KV tokens"] == "1,309,184"
+        assert figures["max concurrency"] == "639.25x @ 2,048 tok"
+        assert not app.screen.query_one(FailureBanner).has_class("-shown")
+
+
+async def test_keys_start_stop_restart_reach_the_client(qhome):
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test() as pilot:
+        for key, action in (("s", "start"), ("x", "stop"), ("r", "restart")):
+            await pilot.press(key)
+            assert await wait_until(pilot, lambda: client.actions and client.actions[-1] == action)
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.05)
+        assert client.actions == ["start", "stop", "restart"]
+
+
+async def test_failure_banner_shows_the_fix(qhome):
+    failure = {"kind": "kv_cache_too_small", "message": "max seq len 32768 > KV cache 12784 tokens",
+               "fix": "set server.max_model_len = 12784"}
+    app, _ = app_with([Poll(state={"state": "failed", "failure": failure}, parsed={"phase": "failed"})], qhome)
+    async with app.run_test() as pilot:
+        banner = app.screen.query_one(FailureBanner)
+        assert await wait_until(pilot, lambda: banner.has_class("-shown"))
+        assert "server.max_model_len = 12784" in str(banner.render())
+
+
+@pytest.mark.parametrize("choice, stopped", [("k", False), ("s", True)])
+async def test_quit_asks_keep_or_stop_when_running(qhome, choice, stopped):
+    app, client = app_with([Poll(state=READY, parsed=PARSED)], qhome)
+    async with app.run_test() as pilot:
+        assert await wait_until(pilot, lambda: "READY" in app.screen.query_one(StatusBar).last_text)
+        await pilot.press("q")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.press(choice)
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.1)
+    assert app.quit_choice == ("stop" if stopped else "keep")
+    assert ("stop" in client.actions) == stopped
+
+
+async def test_quit_when_stopped_does_not_ask(qhome):
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        await pilot.press("q")
+        await pilot.pause(0.1)
+    assert app.quit_choice == "keep" and client.actions == []
