@@ -1,0 +1,545 @@
+"""Failure signatures: which vLLM/PyTorch/NCCL line means which kind, and the fix in config.toml terms.
+
+Each signature is (prefilter substring, handler). The parser runs handlers only on error-ish lines
+(ERROR/CRITICAL records, uvicorn errors, bare traceback/stderr lines) whose text contains the
+substring; a handler returns a Failure or None (not really this kind after all).
+
+Fixes name settings the way config.toml does: `[server]` keys are vllm serve flags with dashes
+turned into underscores (server.max_model_len, server.gpu_memory_utilization, ...); environment
+variables go in the `[server.env]` table.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import TYPE_CHECKING, Callable
+
+from backend.logparse.events import Failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from backend.logparse.parser import LogParser
+
+# --- helpers -------------------------------------------------------------------------------------
+
+_VLLM_DEFAULT_UTIL = 0.9
+
+
+def _num(s: str | None) -> float | None:
+    if s is None:
+        return None
+    try:
+        return float(s.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _fmt(x: float) -> str:
+    """12.0 -> '12', 3.18 -> '3.18'."""
+    return f"{x:.2f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+
+
+def _util(p: "LogParser") -> float | None:
+    u = p.info.get("gpu_memory_utilization")
+    return u if isinstance(u, float) else None
+
+
+def _util_now(p: "LogParser") -> str:
+    u = _util(p)
+    return f" (now {_fmt(u)})" if u is not None else ""
+
+
+def _lower_util(p: "LogParser") -> str:
+    u = _util(p) or _VLLM_DEFAULT_UTIL
+    return _fmt(max(0.05, math.floor((u - 0.05) * 100 + 1e-9) / 100))
+
+
+def _fraction_that_fits(free: float, total: float) -> str:
+    """A utilization that fits in `free` of `total`, with a 2-point margin, rounded down."""
+    if total <= 0:
+        return "a lower value"
+    return _fmt(max(0.05, math.floor((free / total - 0.02) * 100 + 1e-9) / 100))
+
+
+def _frames(p: "LogParser") -> str:
+    return "\n".join(p._frames)
+
+
+def _kv_dtype_hint(p: "LogParser") -> str:
+    kvd = str(p.info.get("kv_cache_dtype") or "auto")
+    if kvd.startswith("fp8"):
+        return ""
+    return ', or set server.kv_cache_dtype = "fp8" to fit about twice the tokens'
+
+
+# --- KV cache ------------------------------------------------------------------------------------
+
+_KV_V1 = re.compile(
+    r"max seq len \((\d+)\)(?:, \(([\d.]+) ?Gi?B KV)?(?:.*?available KV cache memory \(([\d.]+) ?Gi?B\))?"
+    r"(?:.*?estimated maximum model length is (\d+))?"
+)
+_KV_AVAIL = re.compile(r"available KV cache memory \(([\d.]+) ?Gi?B\)")
+_KV_EST = re.compile(r"estimated maximum model length is (\d+)")
+_KV_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored "
+                    r"in KV cache \((\d+)\)")
+
+
+def kv_fix(p: "LogParser", max_len: int | None, needed: float | None, avail: float | None,
+           estimate: int | None, capacity: int | None = None) -> str:
+    util = f"raise server.gpu_memory_utilization{_util_now(p)} to give the KV cache more memory"
+    if estimate:
+        head = f"set server.max_model_len = {estimate} (the largest vLLM estimated)"
+    elif capacity:
+        head = f"set server.max_model_len = {capacity} (the most tokens the KV cache holds)"
+    elif max_len and needed and avail and needed > 0:
+        approx = int(max_len * avail / needed) // 16 * 16
+        head = (f"set server.max_model_len to about {approx} or less ({_fmt(avail)} of the "
+                f"{_fmt(needed)} GiB needed for {max_len} tokens is available)")
+    else:
+        head = "lower server.max_model_len"
+    return f"{head}, or {util}{_kv_dtype_hint(p)}"
+
+
+def _kv_v1(p: "LogParser", msg: str) -> Failure | None:
+    m = _KV_V1.search(msg)
+    if not m:
+        return None
+    max_len = int(m.group(1))
+    needed, avail = _num(m.group(2)), _num(m.group(3))
+    est = int(m.group(4)) if m.group(4) else None
+    p._note_kv_failure(max_len, needed, avail, est, None)
+    return Failure("kv_cache_too_small", msg.strip(), kv_fix(p, max_len, needed, avail, est))
+
+
+def _kv_v0(p: "LogParser", msg: str) -> Failure | None:
+    m = _KV_V0.search(msg)
+    if not m:
+        return None
+    max_len, cap = int(m.group(1)), int(m.group(2))
+    p._note_kv_failure(max_len, None, None, None, cap)
+    return Failure("kv_cache_too_small", msg.strip(), kv_fix(p, max_len, None, None, None, cap))
+
+
+def kv_continuation(p: "LogParser", msg: str) -> Failure | None:
+    """A wrapped paste of the V1 message: fill in the available memory / estimate from a later line."""
+    f = p._failure
+    kv = p._kv_fail
+    if f is None or f.kind != "kv_cache_too_small" or kv is None:
+        return None
+    changed = False
+    m = _KV_AVAIL.search(msg)
+    if m and kv["avail"] is None:
+        kv["avail"] = float(m.group(1))
+        p._set_rank_fig("kv_cache_gib", kv["avail"], 0, None)
+        changed = True
+    m = _KV_EST.search(msg)
+    if m and kv["estimate"] is None:
+        kv["estimate"] = int(m.group(1))
+        p._figure("estimated_max_model_len", kv["estimate"], None, None)
+        changed = True
+    if not changed:
+        return None
+    fix = kv_fix(p, kv["max_len"], kv["needed"], kv["avail"], kv["estimate"], kv["capacity"])
+    return Failure(f.kind, f"{f.message} {msg.strip()}", fix)
+
+
+def _no_cache(p: "LogParser", msg: str) -> Failure | None:
+    return Failure("no_cache_memory", msg.strip(),
+                   f"no memory is left for the KV cache once the weights and activations are in: raise "
+                   f"server.gpu_memory_utilization{_util_now(p)}, set server.enforce_eager = true, lower "
+                   f"server.max_num_seqs, or use a smaller/quantized model or a larger server.tensor_parallel_size")
+
+
+_MAXLEN = re.compile(r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len "
+                     r"\((\w+)=([\d.]+)")
+
+
+def _max_len(p: "LogParser", msg: str) -> Failure | None:
+    m = _MAXLEN.search(msg)
+    if m:
+        derived = int(float(m.group(3)))
+        head = f"set server.max_model_len = {derived} (the model's {m.group(2)})"
+    else:
+        head = "lower server.max_model_len to the model's max_position_embeddings"
+    return Failure("max_len_exceeds_model", msg.strip(),
+                   f"{head}; only if the model really handles longer inputs (e.g. with rope scaling) set "
+                   f'VLLM_ALLOW_LONG_MAX_MODEL_LEN = "1" in [server.env]')
+
+
+# --- memory --------------------------------------------------------------------------------------
+
+_CAPTURE_WORDS = ("capture_model", "_capture_cudagraphs", "capture_graph", "graph_capture", "cudagraph",
+                  "CUDAGraph")
+_PROFILE_WORDS = ("profile_run", "_dummy_run", "determine_num_available_blocks", "determine_available_memory",
+                  "_dummy_sampler_run", "_dummy_pooler_run", "initialize_kv_cache", "_initialize_kv_caches",
+                  "initialize_cache", "_init_cache_engine", "profile_cudagraph_memory", "warming_up_model",
+                  "compile_or_warm_up_model", "forward")
+_LOAD_WORDS = ("load_model", "get_model", "load_weights", "_initialize_model", "initialize_model",
+               "ParallelLMHead", "weight_loader", "init_device")
+_OOM_TOTAL = re.compile(r"total capac\w* of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free")
+_OOM_OTHER = re.compile(r"Process \d+ has ([\d.]+) ([KMG]iB) memory in use")
+_OOM_SELF = re.compile(r"this process has ([\d.]+ [KMG]iB) memory in use")
+_OOM_TRIED = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)")
+_UNIT = {"KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0}
+
+
+def _oom(p: "LogParser", msg: str) -> Failure | None:
+    if "out of memory" not in msg and "OutOfMemoryError" not in msg:
+        return None
+    frames = _frames(p)
+    weights_done = p._weights_done
+    if "warming up sampler" in msg or "warming up pooler" in msg:
+        where = "sampler"
+    elif any(w in frames for w in _CAPTURE_WORDS):
+        where = "graphs"
+    elif any(w in frames for w in _LOAD_WORDS) and not weights_done:
+        where = "loading"
+    elif any(w in frames for w in _PROFILE_WORDS):
+        where = "serving" if p._was_ready else "profiling"
+    elif p._was_ready:
+        where = "serving"
+    elif p.phase == "cuda_graphs":
+        where = "graphs"
+    elif weights_done or p.phase in ("profiling", "kv_cache"):
+        where = "profiling"
+    else:
+        where = "loading"
+    facts = []
+    m = _OOM_TRIED.search(msg)
+    if m:
+        facts.append(f"tried to allocate {m.group(1)}")
+    m = _OOM_TOTAL.search(msg)
+    if m:
+        facts.append(f"{m.group(2)} of {m.group(1)} free")
+    others = ""
+    if _OOM_SELF.search(msg):
+        gib = sum(float(v) * _UNIT.get(u, 1.0) for v, u in _OOM_OTHER.findall(msg))
+        if gib >= 0.01:
+            others = f"other processes hold {_fmt(round(gib, 2))} GiB of this GPU: stop them, or "
+    detail = f" ({', '.join(facts)})" if facts else ""
+    if where == "loading":
+        tp = p.info.get("tensor_parallel_size")
+        tp_to = f" to {tp * 2}" if isinstance(tp, int) and tp >= 1 else ""
+        dtype = str(p.info.get("dtype") or "")
+        fp32 = ('; the weights are loaded as float32: set server.dtype = "half"'
+                if dtype in ("float32", "float") else "")
+        fix = (f"the weights do not fit in GPU memory{detail}: {others}raise server.tensor_parallel_size{tp_to} "
+               f"to split them over more GPUs, or use a smaller or quantized model (server.model, "
+               f"server.quantization){fp32}")
+        return Failure("oom_loading", msg.strip(), fix)
+    lower = f"lower server.gpu_memory_utilization{_util_now(p)} to {_lower_util(p)}"
+    if where == "graphs":
+        fix = (f"CUDA graph capture ran out of memory{detail}: {others}set server.enforce_eager = true, "
+               f"or {lower}")
+    elif where == "sampler":
+        fix = (f"the sampler warm-up ran out of memory{detail}: {others}lower server.max_num_seqs "
+               f"(e.g. 128), or {lower}")
+    elif where == "serving":
+        fix = (f"the server ran out of memory while serving{detail}: {others}lower server.max_num_seqs or "
+               f"server.max_model_len, set server.enforce_eager = true, or {lower}")
+    else:
+        ml = p.info.get("max_model_len")
+        ml_now = f", now {ml}" if ml else ""
+        fix = (f"the profiling forward pass ran out of memory{detail}: {others}lower "
+               f"server.max_num_batched_tokens (or server.max_model_len{ml_now}), set "
+               f"server.enforce_eager = true, or {lower}")
+    return Failure("oom_runtime", msg.strip(), fix)
+
+
+_FREE_MEM = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than [^(]*\(([\d.]+), ([\d.]+) GiB\)")
+
+
+def _mem_in_use(p: "LogParser", msg: str) -> Failure | None:
+    m = _FREE_MEM.search(msg)
+    if m:
+        free, total, util, req = (float(x) for x in m.groups())
+        fix = (f"only {_fmt(free)} of {_fmt(total)} GiB is free on the GPU but server.gpu_memory_utilization = "
+               f"{_fmt(util)} asks for {_fmt(req)} GiB: another process holds the rest; stop it, or set "
+               f"server.gpu_memory_utilization = {_fraction_that_fits(free, total)}")
+    elif "Error in memory profiling" in msg:
+        fix = ("GPU memory used by other processes changed while vLLM profiled: run vLLM alone on the GPU "
+               "(stop the other processes), or lower server.gpu_memory_utilization")
+    else:
+        return None
+    return Failure("memory_in_use", msg.strip(), fix)
+
+
+_CPU_MEM = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than desired CPU memory utilization "
+                      r"\(([\d.]+), ([\d.]+) GiB\)")
+
+
+def _cpu_mem(p: "LogParser", msg: str) -> Failure | None:
+    m = _CPU_MEM.search(msg)
+    if not m:
+        return None if "CPU memory" not in msg else Failure(
+            "cpu_memory", msg.strip(), "lower server.gpu_memory_utilization (on the CPU backend it is the "
+                                       "fraction of RAM vLLM reserves) or free RAM")
+    avail, total, util, req = (float(x) for x in m.groups())
+    return Failure("cpu_memory", msg.strip(),
+                   f"only {_fmt(avail)} of {_fmt(total)} GiB RAM is available but server.gpu_memory_utilization = "
+                   f"{_fmt(util)} (on the CPU backend: the fraction of RAM to reserve) asks for {_fmt(req)} GiB: "
+                   f"set server.gpu_memory_utilization = {_fraction_that_fits(avail, total)}, or free RAM")
+
+
+# --- environment ---------------------------------------------------------------------------------
+
+_LIB = re.compile(r"(lib[\w+-]+(?:\.[\w+-]+)*?\.so(?:\.\d+)*)[^:]*: cannot open shared object file")
+_LIB_PKG = {"libcudart": "nvidia-cuda-runtime-cu{v}", "libcublas": "nvidia-cublas-cu{v}",
+            "libcublasLt": "nvidia-cublas-cu{v}", "libcudnn": "nvidia-cudnn-cu{v}",
+            "libnccl": "nvidia-nccl-cu{v}", "libcusparse": "nvidia-cusparse-cu{v}",
+            "libcufft": "nvidia-cufft-cu{v}", "libcurand": "nvidia-curand-cu{v}",
+            "libnvrtc": "nvidia-cuda-nvrtc-cu{v}", "libcusolver": "nvidia-cusolver-cu{v}",
+            "libnvJitLink": "nvidia-nvjitlink-cu{v}"}
+
+
+def lib_fix(lib: str) -> str:
+    stem, _, ver = lib.partition(".so")
+    major = ver.lstrip(".").split(".")[0] if ver else ""
+    if stem == "libcuda":
+        return (f"{lib} (the NVIDIA driver) cannot be loaded: install the NVIDIA driver, or run the container "
+                f"with the NVIDIA runtime (--gpus all)")
+    if stem.startswith("libtorch"):
+        return f"{lib} is missing: the installed torch is a CPU build; reinstall the CUDA build vLLM was built for"
+    pkg = _LIB_PKG.get(stem)
+    hint = f" (e.g. pip install {pkg.format(v=major)})" if pkg and major else ""
+    cuda = f"CUDA {major} " if major else "CUDA "
+    return (f"{lib} cannot be loaded: install the {cuda}runtime libraries your vllm/torch build needs{hint}, "
+            f"or put their directory on LD_LIBRARY_PATH in [server.env]")
+
+
+def _lib(p: "LogParser", msg: str) -> Failure | None:
+    m = _LIB.search(msg)
+    if not m:
+        return None
+    return Failure("missing_cuda_library", msg.strip(), lib_fix(m.group(1)))
+
+
+NCCL_FIX = ('set NCCL_P2P_DISABLE = "1" in [server.env] so the GPUs exchange data through host memory instead '
+            'of peer-to-peer, and add "--disable-custom-all-reduce" to server.extra_args; in Docker also run '
+            'with --ipc=host')
+
+
+def _nccl(p: "LogParser", msg: str) -> Failure | None:
+    return Failure("nccl_p2p", msg.strip(), NCCL_FIX)
+
+
+_SHM_SIZE = re.compile(r"\(size (\d+)\)")
+_SHM_CONTEXT = ("shm", "NCCL", "nccl", "shared memory", "shared_memory", "posix_fallocate", "MessageQueue")
+
+
+def _shm(p: "LogParser", msg: str) -> Failure | None:
+    if "No space left on device" in msg and not any(w in msg for w in _SHM_CONTEXT):
+        recent = _frames(p) + "\n" + "\n".join(p._recent)
+        if not any(w in recent for w in _SHM_CONTEXT):
+            return None  # a full disk, not /dev/shm
+    m = _SHM_SIZE.search(msg)
+    size = f" (a {int(m.group(1)) / (1 << 20):.1f} MiB segment did not fit)" if m else ""
+    return Failure("shm_too_small", msg.strip(),
+                   f"/dev/shm is too small for NCCL/shared-memory buffers{size}: run the container with "
+                   f'--ipc=host or --shm-size=16g (or larger), or set NCCL_SHM_DISABLE = "1" in [server.env] '
+                   f"(slower)")
+
+
+# --- model files ---------------------------------------------------------------------------------
+
+def _weights(p: "LogParser", msg: str) -> Failure | None:
+    model = p.info.get("model")
+    where = f" of {model}" if model else ""
+    return Failure("weights_incomplete", msg.strip(),
+                   f"a weight file{where} is truncated or missing: download the model again (e.g. "
+                   f"`huggingface-cli download <repo> --local-dir <dir>`), compare the shard sizes with the "
+                   f"repo, check the disk is not full, and point server.model at the complete directory")
+
+
+_QUOTED = re.compile(r"'([^'\s]+)'")
+
+
+def _model(p: "LogParser", msg: str) -> Failure | None:
+    if "does not exist" in msg and "The model `" in msg:
+        return None  # an HTTP 404 for a request, not a startup failure
+    quoted = [q for q in _QUOTED.findall(msg) if q not in ("repo_name", "namespace/repo_name", "repo_type")]
+    path = quoted[-1] if quoted else p.info.get("model")
+    what = f"server.model = {path!r}" if path else "server.model"
+    return Failure("model_not_found", msg.strip(),
+                   f"{what} is neither an existing local directory nor a valid Hugging Face repo id: fix the "
+                   f'path (the directory must contain config.json) or use a repo id such as "Qwen/Qwen2.5-7B-Instruct"')
+
+
+_BIND = re.compile(r"bind on address \('([^']*)', (\d+)\)")
+_INTERNAL_PORT_WORDS = ("get_open_port", "TCPStore", "_create_c10d_store", "rendezvous", "zmq", "get_ip_port",
+                        "init_process_group", "server socket has failed to listen")
+
+
+def _port(p: "LogParser", msg: str) -> Failure | None:
+    low = msg.lower()
+    if "address already in use" not in low and "eaddrinuse" not in low:
+        return None
+    m = _BIND.search(msg)
+    internal = m is None and any(w in _frames(p) + msg for w in _INTERNAL_PORT_WORDS)
+    if internal:
+        fix = ("a port vLLM picked for its own processes (torch/ZMQ rendezvous) is taken: stop leftover vLLM "
+               'processes, or set VLLM_PORT = "<a free port>" in [server.env]')
+    else:
+        port = m.group(2) if m else p.info.get("port")
+        what = f"port {port} is already in use" if port else "the HTTP port is already in use"
+        fix = f"{what}: set server.port to a free port, or stop the process that holds it (often an older vLLM)"
+    return Failure("port_in_use", msg.strip(), fix)
+
+
+_ARGPARSE = re.compile(r"\s*([\w. -]+?): error: (.*)")
+_KNOWN_FLAGS = (
+    "--model", "--served-model-name", "--tensor-parallel-size", "--pipeline-parallel-size", "--dtype",
+    "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--host",
+    "--port", "--enforce-eager", "--enable-prefix-caching", "--enable-chunked-prefill", "--kv-cache-dtype",
+    "--block-size", "--swap-space", "--cpu-offload-gb", "--quantization", "--api-key", "--trust-remote-code",
+    "--download-dir", "--seed", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
+    "--disable-uvicorn-access-log", "--generation-config", "--max-logprobs", "--kv-cache-memory-bytes",
+    "--disable-custom-all-reduce", "--distributed-executor-backend", "--tokenizer", "--revision",
+    "--enable-auto-tool-choice", "--tool-call-parser", "--chat-template", "--uvicorn-log-level",
+)
+
+
+def _argparse(p: "LogParser", msg: str) -> Failure | None:
+    m = _ARGPARSE.match(msg)
+    if not m:
+        return None
+    text = m.group(2).strip()
+    flags = re.findall(r"--[\w-]+", text)
+    if text.startswith("unrecognized arguments") and flags:
+        bad = flags[0]
+        near = difflib.get_close_matches(bad, _KNOWN_FLAGS, n=1, cutoff=0.75)
+        if near:
+            key = near[0][2:].replace("-", "_")
+            fix = (f"vllm serve does not know {bad}: did you mean {near[0]} (server.{key})? Fix it in "
+                   f"server.extra_args, or use the server.{key} key instead")
+        else:
+            fix = f"vllm serve does not know {bad} (in this version): remove it from server.extra_args"
+    elif flags:
+        key = flags[0][2:].replace("-", "_")
+        fix = f"vllm serve rejected {flags[0]} ({text}): fix server.{key} or server.extra_args"
+    else:
+        fix = f"vllm serve rejected its arguments ({text}): check the [server] keys and server.extra_args"
+    return Failure("bad_argument", msg.strip(), fix)
+
+
+_BF16 = re.compile(r"Your (.+?) GPU (?:has compute capability|has compute_capability) ([\d.]+)")
+
+
+def _bf16(p: "LogParser", msg: str) -> Failure | None:
+    m = _BF16.search(msg)
+    gpu = f"the {m.group(1)} GPU has compute capability {m.group(2)}" if m else "this GPU is older than Ampere"
+    return Failure("bf16_unsupported", msg.strip(),
+                   f'{gpu} and bfloat16 needs 8.0: set server.dtype = "half" (float16)')
+
+
+_TP = re.compile(r"attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
+
+
+def _tp(p: "LogParser", msg: str) -> Failure | None:
+    m = _TP.search(msg)
+    if not m:
+        return Failure("tp_indivisible", msg.strip(),
+                       "set server.tensor_parallel_size to a number that divides the model's attention heads")
+    heads, tp = int(m.group(1)), int(m.group(2))
+    divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= max(tp, 8)]
+    best = max((d for d in divisors if d < tp), default=1)
+    return Failure("tp_indivisible", msg.strip(),
+                   f"{heads} attention heads cannot be split over {tp} GPUs: set server.tensor_parallel_size = "
+                   f"{best} (sizes that divide {heads}: {', '.join(map(str, divisors))})")
+
+
+def _dead(p: "LogParser", msg: str) -> Failure | None:
+    return Failure("engine_dead", msg.strip(), ENGINE_DEAD_FIX)
+
+
+ENGINE_DEAD_FIX = ("the engine process died after it had started (the error above it says why): restart the "
+                   "server; if it ran out of memory while serving, lower server.max_num_seqs or "
+                   "server.max_model_len")
+
+Handler = Callable[["LogParser", str], "Failure | None"]
+
+# Order matters only where one line carries two signatures (first match wins).
+HARD: tuple[tuple[str, Handler], ...] = (
+    ("KV cache is needed", _kv_v1),
+    ("To serve at least one request", _kv_v1),
+    ("can be stored in KV cache", _kv_v0),
+    ("No available memory for the cache blocks", _no_cache),
+    ("User-specified max_model_len", _max_len),
+    ("out of memory", _oom),
+    ("OutOfMemoryError", _oom),
+    ("less than desired CPU memory", _cpu_mem),
+    ("on startup is less than", _mem_in_use),
+    ("Error in memory profiling", _mem_in_use),
+    ("cannot open shared object file", _lib),
+    ("No space left on device", _shm),
+    ("shared memory segment", _shm),
+    ("posix_fallocate", _shm),
+    ("peer access", _nccl),
+    ("peer mapping", _nccl),
+    ("NCCL error", _nccl),
+    ("ncclSystemError", _nccl),
+    ("ncclUnhandledCudaError", _nccl),
+    ("ncclInternalError", _nccl),
+    ("ncclInvalidUsage", _nccl),
+    ("ncclRemoteError", _nccl),
+    ("DistBackendError", _nccl),
+    ("SafetensorError", _weights),
+    ("Error while deserializing header", _weights),
+    ("were not initialized from checkpoint", _weights),
+    ("Cannot find any model weights", _weights),
+    ("Repo id must be", _model),
+    ("HFValidationError", _model),
+    ("RepositoryNotFoundError", _model),
+    ("Repository Not Found", _model),
+    ("is not a valid model identifier", _model),
+    ("Invalid repository ID or local directory", _model),
+    ("does not appear to have a file named config.json", _model),
+    ("ddress already in use", _port),
+    ("EADDRINUSE", _port),
+    (": error: ", _argparse),
+    ("Bfloat16 is only supported", _bf16),
+    ("must be divisible by tensor parallel size", _tp),
+    ("EngineDeadError", _dead),
+    ("Engine loop has died", _dead),
+)
+
+# Kinds a later, more specific signature may replace (the first specific one otherwise wins).
+REPLACEABLE: dict[str, frozenset[str] | None] = {
+    "engine_dead": None,                      # anything explains a dead engine better
+    "nccl_p2p": frozenset(("shm_too_small", "oom_loading", "oom_runtime")),
+}
+
+# Lines that say "startup failed, root cause above/below" without naming a cause.
+WRAPPERS: tuple[str, ...] = (
+    "EngineCore failed to start",
+    "Engine core initialization failed",
+    "Engine process failed to start",
+    "WorkerProc failed to start",
+    "WorkerProc hit an exception",
+    "EngineCore hit an exception",
+    "EngineCore encountered a fatal error",
+    "Exception in worker",
+    "Error executing method",
+    "Engine core proc",
+)
+
+# Soft evidence: on WARNING lines (vLLM keeps going) or in traceback frames; used only when the
+# process fails without a hard signature.
+SOFT_WARN: tuple[tuple[str, str], ...] = (
+    ("cannot open shared object file", "missing_cuda_library"),
+    ("lacks GPU P2P capability", "nccl_p2p"),
+    ("P2P test failed", "nccl_p2p"),
+)
+NCCL_FRAME_WORDS: tuple[str, ...] = ("device_communicators", "communication_op.py", "pynccl", "custom_all_reduce")
+
+
+def soft_failure(p: "LogParser", kind: str, msg: str) -> Failure:
+    if kind == "missing_cuda_library":
+        m = _LIB.search(msg)
+        return Failure(kind, msg.strip(), lib_fix(m.group(1)) if m else "install the missing CUDA libraries")
+    if kind == "nccl_p2p":
+        return Failure(kind, msg.strip(), NCCL_FIX)
+    if kind == "engine_dead":
+        return Failure(kind, msg.strip(), ENGINE_DEAD_FIX)
+    return Failure(kind, msg.strip(), "see the log")

@@ -1,0 +1,358 @@
+"""Figure/milestone handlers: (key substring, handler) pairs tried in order on INFO-ish lines.
+
+A handler gets (parser, message, rank, t, events). The first key found in a line wins, so keys that
+may share a line with another key come first (the 0.28+ combined "KV cache size ..., Maximum
+concurrency ..." line is handled by the KV-size handler).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from backend.logparse import patterns as P
+
+if TYPE_CHECKING:  # pragma: no cover
+    from backend.logparse.parser import LogParser
+
+_INT_INFO = frozenset(("port", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size",
+                       "max_num_seqs", "max_num_batched_tokens", "max_seq_len"))
+_FLOAT_INFO = frozenset(("gpu_memory_utilization",))
+
+
+def _info(p: "LogParser", key: str, raw: str | None) -> None:
+    if raw is None or raw in ("None", "null", ""):
+        return
+    try:
+        if key == "max_seq_len":
+            key = "max_model_len"
+            p.info[key] = int(raw)
+        elif key in _INT_INFO:
+            p.info[key] = int(raw)
+        elif key in _FLOAT_INFO:
+            p.info[key] = float(raw)
+        elif key == "enforce_eager":
+            p.info[key] = raw == "True"
+        else:
+            p.info[key] = raw
+    except ValueError:
+        pass
+
+
+def _kv_tokens(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.KV_TOKENS.search(msg)
+    if m:
+        p._figure("kv_cache_tokens", int(m.group(1).replace(",", "")), None, ev)
+        p._set_engine("v1", "strong", ev)
+        p._to_phase("kv_cache", t, ev)
+    if "Maximum concurrency for" in msg:
+        _concurrency(p, msg, rank, t, ev)
+
+
+def _concurrency(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.CONCURRENCY.search(msg)
+    if m:
+        p._figure("max_concurrency", float(m.group(2)), None, ev)
+        p._figure("max_concurrency_tokens", int(m.group(1).replace(",", "")), None, ev)
+        p._to_phase("kv_cache", t, ev)
+
+
+def _avail_kv(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.AVAIL_KV.search(msg)
+    if m:
+        p._set_rank_fig("kv_cache_gib", float(m.group(1)), rank, ev)
+        p._set_engine("v1", "strong", ev)
+        p._to_phase("kv_cache", t, ev)
+
+
+def _blocks(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.BLOCKS.search(msg)
+    if not m:
+        return
+    blocks = int(m.group(2))
+    p._figure("gpu_blocks", blocks, None, ev)
+    p._figure("kv_cache_tokens", blocks * (p.info.get("block_size") or 16), None, ev)
+    if m.group(3) is not None:
+        p._figure("cpu_blocks", int(m.group(3)), None, ev)
+        p._set_engine("v0", "strong", ev)
+    else:
+        p._set_engine("v1", "strong", ev)
+    p._to_phase("kv_cache", t, ev)
+
+
+def _memprof64(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.MEMPROF64.search(msg)
+    if m:
+        p._figure("total_gpu_gib", float(m.group(1)), None, ev)
+        if m.group(3):
+            _info(p, "gpu_memory_utilization", m.group(3))
+        p._set_rank_fig("kv_cache_gib", float(m.group(2)), rank, ev)
+        p._set_engine("v0", "strong", ev)
+        p._to_phase("kv_cache", t, ev)
+
+
+def _memprof_total(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.MEMPROF_TOTAL.search(msg)
+    if m:
+        p._figure("total_gpu_gib", float(m.group(1)), None, ev)
+        _info(p, "gpu_memory_utilization", m.group(2))
+
+
+def _memprof_kv(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.MEMPROF_KV.search(msg)
+    if m:
+        p._set_rank_fig("kv_cache_gib", float(m.group(2)), rank, ev)
+        p._set_engine("v0", "strong", ev)
+        p._to_phase("kv_cache", t, ev)
+
+
+def _cpu_kv(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.CPU_KV.search(msg)
+    if m:
+        p._set_rank_fig("kv_cache_gib", float(m.group(1)), rank, ev)
+        p._figure("kv_cache_budget_gib", float(m.group(2)), None, ev)
+        p._to_phase("kv_cache", t, ev)
+
+
+def _weights(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.WEIGHTS.search(msg)
+    if m:
+        p._set_rank_fig("weights_gib", float(m.group(1)), rank, ev)
+        p._set_rank_fig("weights_seconds", float(m.group(2)), rank, ev)
+        p._weights_done = True
+        p._to_phase("profiling", t, ev)
+
+
+def _weights_old(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.WEIGHTS_OLD.search(msg)
+    if m:
+        p._set_rank_fig("weights_gib", float(m.group(1)), rank, ev)
+        p._weights_done = True
+        p._to_phase("profiling", t, ev)
+
+
+def _load_read(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.LOAD_READ.search(msg)
+    if m:
+        secs = float(m.group(1))
+        p._set_rank_fig("weights_read_seconds", secs, rank, ev)
+        r = 0 if rank is None else rank
+        if r not in p._per_rank.get("weights_seconds", {}):
+            p._set_rank_fig("weights_seconds", secs, rank, ev)
+        p._to_phase("loading_weights", t, ev)
+
+
+def _shards(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.SHARDS.search(msg)
+    if m:
+        p._figure("shards_loaded", int(m.group(2)), None, ev)
+        p._figure("shards_total", int(m.group(3)), None, ev)
+        p._to_phase("loading_weights", t, ev)
+
+
+def _start_load(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    p._to_phase("loading_weights", t, ev)
+
+
+def _graph_done(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.GRAPH_DONE.search(msg)
+    if m:
+        p._to_phase("cuda_graphs", t, ev)
+        p._set_rank_fig("cuda_graph_seconds", float(m.group(1)), rank, ev)
+        if m.group(2):
+            p._set_rank_fig("cuda_graph_gib", float(m.group(2)), rank, ev)
+
+
+def _capturing(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    p._to_phase("cuda_graphs", t, ev)
+
+
+def _graph_est(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.GRAPH_EST.search(msg)
+    if m:
+        p._figure("cuda_graph_estimate_gib", float(m.group(1)), None, ev)
+
+
+def _init_engine(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.INIT_ENGINE.search(msg)
+    if m:
+        p._figure("init_engine_seconds", float(m.group(1)), None, ev)
+
+
+def _compile_total(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.COMPILE_TOTAL.search(msg)
+    if m:
+        p._set_rank_fig("compile_seconds", float(m.group(1)), rank, ev)
+        p._to_phase("profiling", t, ev)
+
+
+def _dynamo(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.DYNAMO.search(msg)
+    if m:
+        p._set_rank_fig("dynamo_seconds", float(m.group(1)), rank, ev)
+        p._to_phase("profiling", t, ev)
+
+
+def _warming_up(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    if p._weights_done or p.phase == "loading_weights":
+        p._to_phase("profiling", t, ev)
+
+
+def _ready(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    if msg.startswith("Application startup complete"):
+        p._to_phase("ready", t, ev)
+
+
+def _listen(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.LISTEN.search(msg)
+    if m:
+        p._figure("listen_url", m.group(1).rstrip(".,"), None, ev)
+
+
+def _uvicorn_run(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.UVICORN_RUN.search(msg)
+    if m:
+        url = m.group(1) or f"http://{m.group(2) or '0.0.0.0'}:{m.group(3)}"
+        p._figure("listen_url", url, None, ev)
+
+
+def _engine_init(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.ENGINE_INIT.search(msg)
+    if not m:
+        return
+    p._set_engine("v1" if m.group(1) == "V1" else "v0", "explicit", ev)
+    if p.vllm_version is None:
+        p._set_version(m.group(2), ev)
+    for cm in P.CFG.finditer(msg, m.end()):
+        key = cm.group(1)
+        _info(p, key, cm.group(2) if cm.group(2) is not None else (cm.group(3) or cm.group(4)))
+    if "max_model_len" in p.info:
+        p._figure("max_model_len", p.info["max_model_len"], None, ev)
+    if "model" in p.info:
+        p._figure("model", p.info["model"], None, ev)
+
+
+def _version(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.VERSION_API.search(msg)
+    if m:
+        p._set_version(m.group(1), ev)
+        return
+    if "\u2588" in msg or "\u2580" in msg or "\u2584" in msg:  # the 0.16+ ASCII logo
+        m = P.VERSION_LOGO.search(msg)
+        if m:
+            p._set_version(m.group(1), ev)
+
+
+def _logo_model(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    if "\u2588" in msg:
+        m = P.MODEL_LOGO.search(msg)
+        if m:
+            p.info.setdefault("model", m.group(1))
+            p._figure("model", m.group(1), None, ev)
+
+
+def _args(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    for m in P.ARG.finditer(msg):
+        raw = m.group(2) if m.group(2) is not None else (m.group(3) if m.group(3) is not None else m.group(4))
+        _info(p, m.group(1), raw)
+
+
+def _cmdline(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    """A pasted shell command line: `vllm serve MODEL --max-model-len 60000 ...`."""
+    for m in P.CMD_FLAG.finditer(msg):
+        key = m.group(1).replace("-", "_")
+        if key in P.CMD_KEYS:
+            _info(p, key, m.group(2))
+
+
+def _maxlen(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.MAXLEN.search(msg)
+    if m:
+        p.info["max_model_len"] = int(m.group(1))
+        p._figure("max_model_len", int(m.group(1)), None, ev)
+
+
+def _batched(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.BATCHED.search(msg)
+    if m:
+        p._figure("max_num_batched_tokens", int(m.group(1)), None, ev)
+
+
+def _architecture(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.ARCH.search(msg)
+    if m:
+        p._figure("architecture", m.group(1), None, ev)
+
+
+def _ray(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    p._figure("executor", "ray", None, ev)
+
+
+def _wsl(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    p._figure("wsl", True, None, ev)
+
+
+def _stats(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    m = P.STATS.search(msg)
+    if m:
+        p._figure("prompt_throughput", float(m.group(1)), None, ev)
+        p._figure("generation_throughput", float(m.group(2)), None, ev)
+        p._figure("requests_running", int(m.group(3)), None, ev)
+        p._figure("requests_waiting", int(m.group(4)), None, ev)
+        if m.group(5) is not None:
+            p._figure("kv_cache_usage_pct", float(m.group(5)), None, ev)
+
+
+def _shutting_down(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    if msg.startswith("Shutting down") and p._was_ready:
+        p._stopping = True
+
+
+def _shutdown_done(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    if msg.startswith("Application shutdown complete") and p.phase != "failed":
+        p._stopping = True
+        p._to_phase("stopped", t, ev)
+
+
+Handler = Callable[["LogParser", str, Any, Any, list], None]
+
+FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
+    ("KV cache size: ", _kv_tokens),
+    ("Maximum concurrency for ", _concurrency),
+    ("Available KV cache memory: ", _avail_kv),
+    (" blocks: ", _blocks),
+    ("Memory profiling results", _memprof64),
+    ("total_gpu_memory (", _memprof_total),
+    ("reserved for KV Cache is", _memprof_kv),
+    ("Auto set (", _cpu_kv),
+    ("Model loading took", _weights),
+    ("Loading model weights took", _weights_old),
+    ("Loading weights took", _load_read),
+    ("checkpoint shards", _shards),
+    ("Starting to load model", _start_load),
+    ("Graph capturing finished", _graph_done),
+    ("Capturing CUDA graph", _capturing),
+    ("Capturing cudagraphs", _capturing),
+    ("Capturing the model for CUDA graphs", _capturing),
+    ("Estimated CUDA graph memory", _graph_est),
+    ("init engine (profile", _init_engine),
+    ("torch.compile t", _compile_total),
+    ("Dynamo bytecode transform time", _dynamo),
+    ("Warming up model", _warming_up),
+    ("Application startup complete", _ready),
+    ("Starting vLLM", _listen),
+    ("Uvicorn running on", _uvicorn_run),
+    ("LLM engine (v", _engine_init),
+    ("version", _version),
+    ("  model  ", _logo_model),
+    ("args: ", _args),
+    ("Using max model len", _maxlen),
+    ("vllm serve ", _cmdline),
+    ("vllm.entrypoints.openai.api_server ", _cmdline),
+    ("max_num_batched_tokens=", _batched),
+    ("Avg prompt throughput", _stats),
+    ("Resolved architecture", _architecture),
+    ("local Ray instance", _ray),
+    ("as WSL is", _wsl),
+    ("Shutting down", _shutting_down),
+    ("Application shutdown complete", _shutdown_done),
+)

@@ -1,0 +1,507 @@
+"""LogParser: fed one vLLM output line at a time, keeps the startup state and emits events.
+
+Hot path: every line is cleaned (\\r, ANSI, process tag, log header) and then only tested with
+substring checks; a regex runs only when its key substring is present. Failure signatures are only
+looked for on error-ish lines (ERROR/CRITICAL records, uvicorn errors, bare stderr/traceback lines),
+so INFO text such as "If you are running out of memory, ..." never reads as a failure.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections import deque
+from typing import Any, Iterable
+
+from backend.logparse import diagnose as D
+from backend.logparse import patterns as P
+from backend.logparse.events import (PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone)
+
+_MISSING = object()
+_CLEAN_EXIT = frozenset((0, -15, 143, -2, 130))  # exit, SIGTERM (also via a shell), SIGINT
+_CONTRACT_FIGURES = ("weights_gib", "weights_seconds", "kv_cache_gib", "kv_cache_tokens", "gpu_blocks",
+                     "max_concurrency", "max_concurrency_tokens", "cuda_graph_seconds", "init_engine_seconds",
+                     "listen_url")
+# Per-worker figures: the snapshot shows the one that binds (smallest KV cache, largest/slowest load).
+_RANK_AGG = {"weights_gib": max, "weights_seconds": max, "weights_read_seconds": max, "kv_cache_gib": min,
+             "cuda_graph_seconds": max, "cuda_graph_gib": max, "compile_seconds": max, "dynamo_seconds": max}
+_ENGINE_LEVELS = {"weak": 1, "strong": 2, "explicit": 3}
+_ERRORISH = frozenset(("E", "C", None))
+
+
+def _to_float(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def _to_int(s: str) -> int:
+    return int(s.replace(",", ""))
+
+
+class LogParser:
+    """Feed it lines (`feed`), tell it when the process exits (`process_exited`), read `snapshot()`."""
+
+    def __init__(self, year: int | None = None) -> None:
+        self._year = year or time.localtime().tm_year
+        self.phase = "starting"
+        self.vllm_version: str | None = None
+        self.engine: str | None = None
+        self._engine_level = 0
+        self.figures: dict[str, Any] = {}
+        self._per_rank: dict[str, dict[int, Any]] = {}
+        self.info: dict[str, Any] = {}          # settings read from the log: port, max_model_len, ...
+        self.timeline: list[Milestone] = []
+        self.exit_code: int | None = None
+        self.lines = 0
+        self.bad_lines = 0
+        self._started = False
+        self._was_ready = False
+        self._weights_done = False
+        self._stopping = False
+        self._failure: Failure | None = None     # hard diagnosis
+        self._failure_sent: Failure | None = None
+        self._demoted: list[Failure] = []        # diagnoses the server then got past (it became ready)
+        self._hints: dict[str, Failure] = {}     # soft evidence, used when the process fails undiagnosed
+        self._kv_fail: dict[str, Any] | None = None
+        self._wrapper: str | None = None
+        self._last_error: str | None = None      # last error message (not a traceback body line)
+        self._last_error_any: str | None = None
+        self._last_frame: str | None = None
+        self._frames: deque[str] = deque(maxlen=48)
+        self._recent: deque[str] = deque(maxlen=6)
+        self._tb_procs: set[Any] = set()
+        self._rank_cache: dict[tuple, int | None] = {}
+        self._worker_order: dict[tuple, int] = {}
+        self._ts_key: str | None = None
+        self._ts_val: float | None = None
+        self._last_t: float | None = None
+
+    # -- public API ---------------------------------------------------------------------------------
+
+    def feed(self, line: Any, t: float | None = None) -> list[Event]:
+        """Parse one line of vLLM output (a chunk with newlines is split). Never raises."""
+        try:
+            if line.__class__ is not str:
+                line = _decode(line)
+            if "\n" in line:
+                events: list[Event] = []
+                for part in line.split("\n"):
+                    events.extend(self._feed1(part, t))
+                return events
+            return self._feed1(line, t)
+        except Exception:  # garbage must never take the supervisor down
+            self.bad_lines += 1
+            return []
+
+    def process_exited(self, returncode: int | None, stop_requested: bool | None = None) -> list[Event]:
+        """The vLLM process ended. 0 / SIGTERM / SIGINT (or any code after `stop_requested()`) with no
+        failure diagnosed before the stop -> `stopped`; anything else -> `failed` with a diagnosis."""
+        ev: list[Event] = []
+        try:
+            self.exit_code = returncode
+            if stop_requested:
+                self._stopping = True
+            t = self._last_t
+            if (returncode in _CLEAN_EXIT or self._stopping) and self.phase != "failed":
+                self._to_phase("stopped", t, ev)
+                return ev
+            if self._failure is None:
+                self._failure = self._fallback_failure(returncode)
+            self._to_phase("failed", t, ev)
+            self._send_failure(ev)
+        except Exception:
+            self.bad_lines += 1
+        return ev
+
+    def stop_requested(self) -> None:
+        """The supervisor asked the server to stop: errors printed while it shuts down are not failures."""
+        self._stopping = True
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state in the parse-log --json contract (exactly these keys)."""
+        f = self.figures
+        failure = self.current_failure()
+        return {
+            "vllm_version": self.vllm_version,
+            "engine": self.engine,
+            "ready": self.phase == "ready",
+            "phase": self.phase,
+            "weights_gib": f.get("weights_gib"),
+            "weights_seconds": f.get("weights_seconds"),
+            "kv_cache_gib": f.get("kv_cache_gib"),
+            "kv_cache_tokens": f.get("kv_cache_tokens"),
+            "gpu_blocks": f.get("gpu_blocks"),
+            "max_concurrency": f.get("max_concurrency"),
+            "max_concurrency_tokens": f.get("max_concurrency_tokens"),
+            "cuda_graph_seconds": f.get("cuda_graph_seconds"),
+            "init_engine_seconds": f.get("init_engine_seconds"),
+            "listen_url": f.get("listen_url"),
+            "failure": failure.as_dict() if failure else None,
+        }
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.snapshot()
+
+    def current_failure(self) -> Failure | None:
+        if self._failure is not None and self.phase == "failed":
+            return self._failure
+        if self.phase == "failed":
+            return self._fallback_failure(self.exit_code)
+        return None
+
+    @property
+    def per_rank(self) -> dict[str, dict[int, Any]]:
+        """Per-worker figures, only those whose value differs between ranks."""
+        return {k: dict(sorted(v.items())) for k, v in self._per_rank.items()
+                if len(v) > 1 and len(set(v.values())) > 1}
+
+    def phase_durations(self) -> list[tuple[str, float | None, float | None]]:
+        """(phase, start, seconds until the next phase or None) for each milestone."""
+        out = []
+        for i, m in enumerate(self.timeline):
+            nxt = self.timeline[i + 1].t if i + 1 < len(self.timeline) else None
+            dur = nxt - m.t if (nxt is not None and m.t is not None) else None
+            out.append((m.phase, m.t, dur))
+        return out
+
+    # -- line handling ------------------------------------------------------------------------------
+
+    def _feed1(self, line: str, t: float | None) -> list[Event]:
+        self.lines += 1
+        if "\r" in line:
+            segs = [s for s in line.split("\r") if s.strip()]
+            line = segs[-1] if segs else ""
+        if "\x1b" in line:
+            line = P.ANSI.sub("", line)
+        if not line:
+            return []
+        proc = None
+        c = line[0]
+        if c == "[" or c.isdigit():
+            m = P.OUTER_TS.match(line)
+            if m:
+                line = line[m.end():]
+                c = line[:1]
+        if c == "(":
+            m = P.PROC.match(line)
+            if m:
+                proc = m.group("name", "extra", "pid", "ip")
+                line = line[m.end():]
+                c = line[:1]
+        lvl = None
+        ts = None
+        fileinfo = None
+        msg = line
+        if c in "DIWEC" and c:
+            m = P.HDR.match(line)
+            if m:
+                lvl = c
+                ts = m.group(2)
+                fileinfo = m.group(3)
+                msg = line[m.end():]
+            else:
+                m = P.UVICORN.match(line)
+                if m:
+                    lvl = c if c != "T" else "D"
+                    msg = line[m.end():]
+        elif c == "[":
+            m = P.RANK.match(line)
+            if m:
+                msg = line = line[m.end():]
+                if proc is None:
+                    proc = ("rank", None, m.group(1), None)
+            m = P.TORCH_CPP.match(line)
+            if m:
+                lvl = {"W": "W", "E": "E", "F": "C"}.get(m.group(1), "I")
+                msg = line[m.end():]
+        if t is None:
+            if ts is not None:
+                t = self._ts(ts)
+            else:
+                t = self._last_t
+        if t is not None:
+            if self._last_t is None and self.timeline and self.timeline[0].t is None:
+                self.timeline[0] = Milestone(self.timeline[0].phase, t)  # started before the first stamp
+            self._last_t = t
+        ev: list[Event] = []
+        if not self._started:
+            self._started = True
+            self.timeline.append(Milestone("starting", t))
+            ev.append(self.timeline[-1])
+        rank = self._rank(proc) if proc is not None else None
+        if fileinfo is not None and self._engine_level == 0:
+            base = fileinfo.rpartition(":")[0].rpartition("/")[2]
+            if base in P.V1_FILES:
+                self._set_engine("v1", "weak", ev)
+            elif base in P.V0_FILES:
+                self._set_engine("v0", "weak", ev)
+        if not msg or msg.isspace():
+            return ev
+        if lvl != "E" and lvl != "C" and (lvl is not None or msg[0] != " "):
+            for key, handler in _FIGURE_TABLE:
+                if key in msg:
+                    handler(self, msg, rank, t, ev)
+                    break
+        if lvl in _ERRORISH:
+            self._errorish(msg, lvl, proc, t, ev)
+        elif lvl == "W":
+            for key, kind in D.SOFT_WARN:
+                if key in msg:
+                    self._hints.setdefault(kind, D.soft_failure(self, kind, msg))
+        return ev
+
+    def _errorish(self, msg: str, lvl: str | None, proc: Any, t: float | None, ev: list[Event]) -> None:
+        """An ERROR/CRITICAL record or a bare line: tracebacks, exception lines, failure signatures."""
+        pkey = proc[2] if proc is not None else None
+        s = msg.lstrip()
+        if not s:
+            return
+        if s.startswith("File \"") or s.startswith("File '"):
+            self._frames.append(s)
+            self._last_frame = s
+            if any(w in s for w in D.NCCL_FRAME_WORDS):
+                self._hints.setdefault("nccl_p2p", D.soft_failure(self, "nccl_p2p", s))
+            return
+        if "Traceback (most recent call" in s:
+            if pkey not in self._tb_procs:
+                self._frames.clear()
+            if not s.startswith("Traceback"):  # "EngineCore hit an exception: Traceback (most recent ..."
+                self._tb_procs.discard(pkey)
+                self._errorish(s.partition("Traceback (most recent call")[0], lvl, proc, t, ev)
+            self._tb_procs.add(pkey)
+            return
+        if lvl is not None:
+            self._last_error_any = s
+        in_tb = pkey in self._tb_procs
+        if P.EXCEPTION.match(s):
+            self._tb_procs.discard(pkey)
+            self._last_error = s
+        elif in_tb:
+            if lvl is not None or msg[0] in " \t" or s[:1] in "^~" or s.startswith("raise "):
+                return  # the code line under a frame
+            self._tb_procs.discard(pkey)  # a bare line at column 0: the traceback is over
+            in_tb = False
+        elif lvl is not None and s[:1] not in "^~":
+            self._last_error = s
+        self._recent.append(s)
+        failure = None
+        for key, handler in D.HARD:
+            if key in s:
+                failure = handler(self, s)
+                if failure is not None:
+                    break
+        if failure is None and self._kv_fail is not None:
+            failure = D.kv_continuation(self, s)
+            if failure is not None:
+                self._failure = failure
+                if self.phase == "failed":
+                    self._send_failure(ev)
+                return
+        if failure is not None:
+            self._diagnosed(failure, t, ev)
+            return
+        wrapper = None
+        if s.startswith("Process ") and P.MP_PROCESS_DIED.match(s):
+            wrapper = s
+        else:
+            for key in D.WRAPPERS:
+                if key in s:
+                    wrapper = s
+                    break
+        if wrapper is not None and not self._stopping:
+            self._last_error = s
+            if "EngineCore" in s or "Engine core" in s or "WorkerProc" in s:
+                self._set_engine("v1", "strong", ev)
+            elif "Engine process" in s or "VllmWorkerProcess" in s:
+                self._set_engine("v0", "strong", ev)
+            if self._was_ready:
+                self._hints.setdefault("engine_dead", D.soft_failure(self, "engine_dead", s))
+            self._wrapper = self._wrapper or s
+            self._to_phase("failed", t, ev)
+
+    def _diagnosed(self, failure: Failure, t: float | None, ev: list[Event]) -> None:
+        if self._stopping:
+            return
+        cur = self._failure
+        if cur is not None:
+            allowed = D.REPLACEABLE.get(cur.kind, frozenset())
+            if cur.kind == failure.kind or not (allowed is None or failure.kind in allowed):
+                return
+        self._failure = failure
+        self._to_phase("failed", t, ev)
+        self._send_failure(ev)
+
+    def _send_failure(self, ev: list[Event]) -> None:
+        f = self._failure
+        if f is not None and f is not self._failure_sent:
+            self._failure_sent = f
+            ev.append(f)
+
+    def _fallback_failure(self, rc: int | None) -> Failure:
+        for kind in ("missing_cuda_library", "nccl_p2p", "engine_dead"):
+            h = self._hints.get(kind)
+            if h is not None:
+                return h
+        msg = self._last_error or self._wrapper or self._last_frame or self._last_error_any
+        how = f"vLLM exited with code {rc}" if rc is not None else "vLLM failed"
+        if rc in (-9, 137):
+            how = "vLLM was killed (SIGKILL: the kernel's OOM killer, or a forced stop)"
+        return Failure("unknown", msg or how,
+                       f"{how} without a known failure signature: read the error line and the traceback "
+                       f"above it in the log")
+
+    # -- state changes --------------------------------------------------------------------------
+
+    def _to_phase(self, phase: str, t: float | None, ev: list[Event] | None) -> None:
+        cur = self.phase
+        if cur == phase:
+            return
+        if phase in TERMINAL_PHASES:
+            if cur in TERMINAL_PHASES:
+                return
+        elif phase == "ready":
+            if cur == "stopped" or (cur == "failed" and self._was_ready):
+                return
+            if cur == "failed":  # it came up after all: what looked fatal was not
+                if self._failure is not None:
+                    self._demoted.append(self._failure)
+                self._failure = None
+                self._wrapper = None
+        elif cur in TERMINAL_PHASES or PHASE_INDEX[phase] <= PHASE_INDEX[cur]:
+            return
+        self.phase = phase
+        if phase == "ready":
+            self._was_ready = True
+        m = Milestone(phase, t)
+        self.timeline.append(m)
+        if ev is not None:
+            ev.append(m)
+
+    def _figure(self, name: str, value: Any, rank: int | None, ev: list[Event] | None) -> None:
+        self.figures[name] = value
+        if ev is not None:
+            ev.append(Figure(name, value, rank))
+
+    def _set_rank_fig(self, name: str, value: Any, rank: int | None, ev: list[Event] | None) -> None:
+        r = 0 if rank is None else rank
+        per = self._per_rank.setdefault(name, {})
+        per[r] = value
+        self.figures[name] = _RANK_AGG.get(name, max)(per.values()) if len(per) > 1 else value
+        if ev is not None:
+            ev.append(Figure(name, value, r))
+
+    def _set_engine(self, engine: str, level: str, ev: list[Event] | None) -> None:
+        lv = _ENGINE_LEVELS[level]
+        if lv > self._engine_level or (lv == 3 and engine != self.engine):
+            self._engine_level = lv
+            if engine != self.engine:
+                self.engine = engine
+                if ev is not None:
+                    ev.append(Figure("engine", engine, None))
+
+    def _set_version(self, version: str, ev: list[Event]) -> None:
+        version = version.strip().rstrip(",.")
+        if not version or version == self.vllm_version:
+            return
+        self.vllm_version = version
+        ev.append(Figure("vllm_version", version, None))
+        if self._engine_level == 0:
+            m = P.VERSION_NUM.match(version)
+            if m:
+                mm = (int(m.group(1)), int(m.group(2)))
+                self._set_engine("v0" if mm < (0, 8) else "v1", "weak", ev)
+
+    def _note_kv_failure(self, max_len: int, needed: float | None, avail: float | None,
+                         estimate: int | None, capacity: int | None) -> None:
+        self._kv_fail = {"max_len": max_len, "needed": needed, "avail": avail, "estimate": estimate,
+                         "capacity": capacity}
+        self.info.setdefault("max_model_len", max_len)
+        if capacity is not None:
+            self._set_engine("v0", "strong", None)
+            self.figures["kv_cache_tokens"] = capacity
+            bs = self.info.get("block_size") or 16
+            if capacity % bs == 0:
+                self.figures["gpu_blocks"] = capacity // bs
+        else:
+            self._set_engine("v1", "strong", None)
+            if needed is not None:
+                self.figures["kv_needed_gib"] = needed
+            if avail is not None:
+                self._set_rank_fig("kv_cache_gib", avail, 0, None)
+            if estimate is not None:
+                self.figures["estimated_max_model_len"] = estimate
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _ts(self, key: str) -> float | None:
+        if key == self._ts_key:
+            return self._ts_val
+        try:
+            val = float(calendar.timegm((self._year, int(key[0:2]), int(key[3:5]), int(key[6:8]),
+                                         int(key[9:11]), int(key[12:14]), 0, 0, 0)))
+        except (ValueError, OverflowError):
+            return self._last_t
+        prev = self._ts_val
+        if prev is not None and val < prev - 180 * 86400:  # December -> January
+            self._year += 1
+            val += 365 * 86400
+        self._ts_key, self._ts_val = key, val
+        return val
+
+    def _rank(self, proc: tuple) -> int | None:
+        r = self._rank_cache.get(proc, _MISSING)
+        if r is not _MISSING:
+            return r  # type: ignore[return-value]
+        name, extra, pid, ip = proc
+        full = f"{name} {extra}" if extra else name
+        if name.startswith(P.V1_PROC_PREFIXES) and name != "VllmWorkerProcess":
+            self._set_engine("v1", "strong", None)
+        elif name in P.V0_PROC_NAMES:
+            self._set_engine("v0", "strong", None)
+        r = None
+        if name == "rank":
+            r = int(pid)
+        elif name.startswith(("EngineCore", "APIServer", "MainProcess", "DPCoordinator")):
+            r = None
+        else:
+            m = P.RANK_EQ.search(full)
+            tp, pp, dp = P.TP_RE.search(full), P.PP_RE.search(full), P.DP_RE.search(full)
+            if m:
+                r = int(m.group(1))
+            elif tp and not pp and not dp:
+                r = int(tp.group(1))
+            elif tp and isinstance(self.info.get("tensor_parallel_size"), int):
+                size = self.info["tensor_parallel_size"]
+                r = (int(pp.group(1)) if pp else 0) * size + int(tp.group(1))
+            elif name.startswith("VllmWorker-") or name.startswith("Worker-"):
+                m = P.TRAILING_INT.search(name)
+                r = int(m.group(1)) if m else 0
+            elif name == "Worker" or (name.startswith("VllmWorker") and name != "VllmWorkerProcess"
+                                      and not tp):
+                r = 0
+            else:  # V0 mp / Ray workers carry no rank: number them in order of appearance
+                key = (name, pid, ip)
+                r = self._worker_order.setdefault(key, len(self._worker_order) + 1)
+        self._rank_cache[proc] = r
+        return r
+
+
+def _decode(line: Any) -> str:
+    if isinstance(line, (bytes, bytearray, memoryview)):
+        return bytes(line).decode("utf-8", errors="replace")
+    return "" if line is None else str(line)
+
+
+def parse_lines(lines: Iterable[Any]) -> LogParser:
+    """Feed every line of an iterable (a file, a list) to a new parser and return it."""
+    p = LogParser()
+    feed = p.feed
+    for line in lines:
+        if line.__class__ is str and line.endswith("\n"):
+            line = line[:-1]
+        feed(line)
+    return p
+
+
+# Figure handlers are defined in a separate module to keep this one small.
+from backend.logparse.figures import FIGURE_TABLE as _FIGURE_TABLE  # noqa: E402

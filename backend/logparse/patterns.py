@@ -1,0 +1,119 @@
+"""Compiled regexes for vLLM log lines (see shared/notes/vllm-log-formats.md for the formats per version).
+
+Everything here is applied *after* a cheap substring prefilter in the parser, so the regexes may be
+as precise as they need to be without costing time on the many lines that match nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- line envelope -------------------------------------------------------------------------------
+
+# CSI sequences (colours, cursor moves tqdm uses), OSC strings, and two-byte escapes.
+ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+# "(VllmWorkerProcess pid=1)", "(VllmWorker rank=0 pid=85)", "(VllmWorker TP0 pid=3)",
+# "(Worker_PP1_TP0 pid=3)", "(EngineCore_DP0 pid=9)", "(RayWorkerWrapper pid=2, ip=10.0.0.1)", ...
+PROC = re.compile(
+    r"\((?P<name>[A-Za-z_][\w.-]*)(?: (?P<extra>[^()\s=]+(?:=\d+)?))? pid=(?P<pid>\d+)"
+    r"(?:, ip=(?P<ip>[^)\s]+))?\)[ \t]?"
+)
+# "INFO 02-27 19:31:24 api_server.py:912] msg" (<=0.7) and "INFO 04-23 14:42:26 [api_server.py:1043] msg".
+HDR = re.compile(
+    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? \[?([^\]\s]+)\] ?"
+)
+# uvicorn's own records: "INFO:     Application startup complete."
+UVICORN = re.compile(r"(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+# PyTorch distributed traceback prefix "[rank0]: " and C++ log lines "[W423 14:42:53.2355 file.cpp:1] ".
+RANK = re.compile(r"\[rank(\d+)\]:[ \t]?")
+TORCH_CPP = re.compile(r"\[([WEIF])\d{4} [\d:.]+ [^\]]*\] ")
+# Timestamps put in front by CI (buildkite "[2024-09-05T00:38:34Z] ") or `docker logs -t`.
+OUTER_TS = re.compile(
+    r"(?:\[\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
+)
+# Final line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...", "Exception: ...".
+EXCEPTION = re.compile(
+    r"\s*(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*:\s|[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)\s*$)"
+)
+MP_PROCESS_DIED = re.compile(r"Process [\w.-]+:\s*$")
+
+# --- versions, engine, config --------------------------------------------------------------------
+
+VERSION_API = re.compile(r"vLLM (?:API )?server version (\S+?),?(?:\s|$)")
+VERSION_LOGO = re.compile(r"\bversion\s+(\d\S*)")
+MODEL_LOGO = re.compile(r"\bmodel\s+(\S+)")
+ENGINE_INIT = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine \(v([^)\s]+)\) with config:?")
+VERSION_NUM = re.compile(r"(\d+)\.(\d+)")
+CFG = re.compile(
+    r"""\b(model|max_seq_len|tensor_parallel_size|pipeline_parallel_size|kv_cache_dtype|dtype|"""
+    r"""enforce_eager|quantization)=(?:'([^']*)'|torch\.(\w+)|([\w.+-]+))"""
+)
+# args: Namespace(port=8000, ...) (<=0.8) and non-default args: {'port': 8011, ...} (0.9+)
+ARG = re.compile(
+    r"""['"]?\b(port|gpu_memory_utilization|max_model_len|tensor_parallel_size|block_size|model|"""
+    r"""kv_cache_dtype|dtype|enforce_eager|max_num_seqs|max_num_batched_tokens|host)['"]?(?:=|: )"""
+    r"""(?:'([^']*)'|"([^"]*)"|([\w.+-]+))"""
+)
+ARCH = re.compile(r"Resolved architecture: (\w+)")
+CMD_FLAG = re.compile(r"\s--([a-z][\w-]*)[ =]([^\s-]\S*)")
+CMD_KEYS = frozenset(("port", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "block_size",
+                      "model", "kv_cache_dtype", "dtype", "max_num_seqs", "max_num_batched_tokens", "host",
+                      "pipeline_parallel_size"))
+MAXLEN = re.compile(r"Using max model len (\d+)")
+BATCHED = re.compile(r"max_num_batched_tokens=(\d+)")
+
+# --- weights -------------------------------------------------------------------------------------
+
+WEIGHTS_OLD = re.compile(r"Loading model weights took (-?[\d.]+) ?GB")
+WEIGHTS = re.compile(r"Model loading took (-?[\d.]+) ?Gi?B(?: memory)? and ([\d.]+) s")
+LOAD_READ = re.compile(r"Loading weights took ([\d.]+) s")
+SHARDS = re.compile(r"checkpoint shards[^:]*:\s+(\d+)%[^|]*\|\s*(\d+)/(\d+)")
+
+# --- memory profiling / KV cache -----------------------------------------------------------------
+
+MEMPROF64 = re.compile(
+    r"Memory profiling results: total_gpu_memory=([\d.]+)GiB.*?kv_cache_size=(-?[\d.]+)GiB"
+    r"(?: gpu_memory_utilization=([\d.]+))?"
+)
+MEMPROF_TOTAL = re.compile(r"total_gpu_memory \(([\d.]+)GiB\) x gpu_memory_utilization \(([\d.]+)\)")
+MEMPROF_KV = re.compile(r"model weights take ([\d.]+)GiB.*?reserved for KV Cache is (-?[\d.]+)GiB")
+BLOCKS = re.compile(r"(?:#\s*)?(?!CPU)([A-Za-z]{3,4}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+AVAIL_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB")
+CPU_KV = re.compile(r"Auto set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
+KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+
+# --- CUDA graphs, compile, init, listen ----------------------------------------------------------
+
+GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) GiB)?")
+GRAPH_EST = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB")
+COMPILE_TOTAL = re.compile(r"torch\.compile (?:takes|took) ([\d.]+) s in total")
+DYNAMO = re.compile(r"Dynamo bytecode transform time: ([\d.]+) s")
+INIT_ENGINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
+LISTEN = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+)")
+UVICORN_RUN = re.compile(r"Uvicorn running on (?:(\w+://[^\s(]+)|socket \('([^']*)', (\d+)\))")
+STATS = re.compile(
+    r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s, "
+    r"Running: (\d+) reqs, (?:Swapped: \d+ reqs, Pending|Waiting): (\d+) reqs"
+    r"(?:.*?KV cache usage: ([\d.]+)%)?"
+)
+
+# --- tracebacks ----------------------------------------------------------------------------------
+
+FRAME = re.compile(r'File "([^"]*)", line \d+, in (\S+)')
+
+# Prefix names → engine generation (strong evidence; one look-up per new process tag).
+V1_PROC_PREFIXES = ("EngineCore", "VllmWorker ", "VllmWorker-", "Worker")
+V0_PROC_NAMES = frozenset(("VllmWorkerProcess",))
+# File names in the log header that only one generation logs from (weak evidence).
+V1_FILES = frozenset(("gpu_model_runner.py", "kv_cache_utils.py", "core.py", "gpu_worker.py",
+                      "cpu_worker.py", "multiproc_executor.py", "core_client.py", "async_llm.py"))
+V0_FILES = frozenset(("llm_engine.py", "model_runner.py", "executor_base.py", "worker.py",
+                      "multiproc_worker_utils.py", "gpu_executor.py", "distributed_gpu_executor.py",
+                      "engine.py", "multiproc_gpu_executor.py", "ray_gpu_executor.py"))
+TP_RE = re.compile(r"TP(\d+)")
+PP_RE = re.compile(r"PP(\d+)")
+DP_RE = re.compile(r"DP(\d+)")
+RANK_EQ = re.compile(r"rank=(\d+)")
+TRAILING_INT = re.compile(r"[-_](\d+)$")
