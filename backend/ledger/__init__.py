@@ -1,0 +1,37 @@
+"""Memory ledger (`qwen-tui plan`): weights, KV cache and concurrency before a slow launch fails.
+
+Public API:
+    plan(shape, params, cards) -> Ledger          pure function over plain values (core.py)
+    plan_from_settings(settings, gpus=None, vllm_version=None, check_free=True) -> Ledger
+    resolve_shape(model, download_dir=None) -> ModelShape   local folder / HF cache / built-in table
+    lookup(model_id) -> ModelShape | None         the built-in table (Qwen2.5 0.5B-72B and others)
+    kv_bytes_per_token(shape, kv_dtype_size, tp=1) -> int
+    max_concurrency(blocks, block_size, max_model_len, vllm_version=None) -> float
+    compare(predicted, parsed) -> list[dict]      plan vs what vLLM printed
+    run_plan(settings, as_json, out=sys.stdout, gpus=None) -> int   the CLI (cli.py)
+
+backend/ must not import textual; nothing here does.
+"""
+
+from backend.ledger.adapter import (LedgerInputError, cards_from, params_from_settings,
+                                    plan_from_settings, resolve_shape)
+from backend.ledger.compare import compare
+from backend.ledger.core import (Card, Ledger, PlanParams, Problem, kv_bytes_per_token, max_concurrency,
+                                 plan, valid_tp_sizes)
+from backend.ledger.shapes import ModelShape, QuantSpec, from_config, lookup, param_count
+
+__all__ = [
+    "Card", "Ledger", "LedgerInputError", "ModelShape", "PlanParams", "Problem", "QuantSpec",
+    "cards_from", "compare", "from_config", "kv_bytes_per_token", "lookup", "max_concurrency",
+    "param_count",
+    "params_from_settings", "plan", "plan_from_settings", "resolve_shape", "run_plan",
+    "valid_tp_sizes",
+]
+
+
+def run_plan(settings, as_json, out=None, gpus=None):  # noqa: D103 - see cli.run_plan
+    import sys
+
+    from backend.ledger.cli import run_plan as _run
+
+    return _run(settings, as_json, out if out is not None else sys.stdout, gpus)

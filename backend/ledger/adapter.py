@@ -1,0 +1,199 @@
+"""From a backend.settings.Settings (and NVML readings) to the plain arguments of `core.plan`.
+
+Model resolution, in order: `server.model` as a local folder (its config.json and *.safetensors
+headers); the Hugging Face cache (server.download_dir, $HF_HUB_CACHE, $HF_HOME/hub,
+~/.cache/huggingface/hub); the built-in table (shapes.lookup). Anything else is a LedgerInputError
+with a message for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from backend.ledger import overheads as ov
+from backend.ledger.core import Card, Ledger, PlanParams, plan
+from backend.ledger.safetensors_count import count_dir
+from backend.ledger.shapes import ModelShape, from_config, known_models, lookup
+
+GiB = ov.GiB
+PLANNER_DEFAULT_GIB = 24.0  # backend.settings PLANNER["gpu_memory_gib"].default
+
+
+class LedgerInputError(Exception):
+    """The model or settings cannot be planned; the message says why and what to do."""
+
+
+# -- model ---------------------------------------------------------------------------------------
+def _hf_roots(download_dir: str | None) -> list[Path]:
+    roots = []
+    if download_dir:
+        roots.append(Path(download_dir).expanduser())
+    if os.environ.get("HF_HUB_CACHE"):
+        roots.append(Path(os.environ["HF_HUB_CACHE"]).expanduser())
+    if os.environ.get("HF_HOME"):
+        roots.append(Path(os.environ["HF_HOME"]).expanduser() / "hub")
+    roots.append(Path.home() / ".cache" / "huggingface" / "hub")
+    return roots
+
+
+def hf_snapshot(model: str, download_dir: str | None = None) -> Path | None:
+    """The local snapshot folder of a repo id in a Hugging Face cache, if it has a config.json."""
+    if model.count("/") != 1:
+        return None
+    repo = "models--" + model.replace("/", "--")
+    for root in _hf_roots(download_dir):
+        base = root / repo
+        if not base.is_dir():
+            continue
+        ref = base / "refs" / "main"
+        try:
+            snap = base / "snapshots" / ref.read_text(encoding="ascii").strip()
+            if (snap / "config.json").is_file():
+                return snap
+        except OSError:
+            pass
+        snaps = [s for s in (base / "snapshots").glob("*") if (s / "config.json").is_file()]
+        if snaps:
+            return max(snaps, key=lambda s: s.stat().st_mtime)
+    return None
+
+
+def shape_from_dir(path: Path, source: str = "config.json") -> ModelShape:
+    cfg_path = path / "config.json"
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise LedgerInputError(f"{cfg_path}: cannot read: {e.strerror}") from None
+    except ValueError as e:
+        raise LedgerInputError(f"{cfg_path}: not valid JSON: {e}") from None
+    try:
+        shape = from_config(cfg, path.name, source=f"{source} ({path})")
+    except (KeyError, TypeError, ValueError) as e:
+        raise LedgerInputError(f"{cfg_path}: cannot plan this model: {e}") from None
+    count = count_dir(path)
+    if count is not None:
+        shape = replace(shape, safetensors=count)
+    return shape
+
+
+_CACHE: dict[tuple, tuple[tuple, ModelShape]] = {}
+
+
+def _stamp(path: Path) -> tuple:
+    try:
+        files = [path / "config.json", *sorted(path.glob("*.safetensors"))]
+        return tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    except OSError:
+        return ()
+
+
+def resolve_shape(model: str, download_dir: str | None = None) -> ModelShape:
+    """The shape of `server.model`: local folder, Hugging Face cache, or the built-in table."""
+    if not model:
+        raise LedgerInputError("server.model is empty")
+    path = Path(model).expanduser()
+    folder = path if path.is_dir() else hf_snapshot(model, download_dir)
+    if folder is not None:
+        if not (folder / "config.json").is_file():
+            raise LedgerInputError(f"{folder}: no config.json (is this a model folder?)")
+        key, stamp = (str(folder),), _stamp(folder)
+        hit = _CACHE.get(key)
+        if hit and hit[0] == stamp:
+            return hit[1]
+        shape = shape_from_dir(folder, "config.json" if path.is_dir() else "Hugging Face cache")
+        _CACHE[key] = (stamp, shape)
+        return shape
+    if model.startswith(("/", "./", "../", "~")) or os.sep in model.strip("/").replace("/", "", 1):
+        raise LedgerInputError(f"server.model = {model!r}: no such folder")
+    shape = lookup(model)
+    if shape is None:
+        some = ", ".join(known_models()[:6])
+        raise LedgerInputError(
+            f"server.model = {model!r}: not a local folder, not in the Hugging Face cache, and not "
+            f"in the built-in table ({some}, ... Qwen2.5 0.5B-72B and their -Instruct/-AWQ/-GPTQ "
+            "variants). Download it, or set server.model to its folder.")
+    return replace(shape, source=f"built-in table ({shape.name})")
+
+
+# -- devices -------------------------------------------------------------------------------------
+def _visible(env: dict[str, str], n: int) -> list[int] | None:
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return None
+    out = []
+    for part in raw.split(","):
+        part = part.strip()
+        if part.isdigit() and int(part) < n:
+            out.append(int(part))
+    return out
+
+
+def cards_from(settings: Any, gpus: list[dict] | None, check_free: bool = True) -> list[Card]:
+    """Cards vLLM will use: NVML readings when given, else planner.gpu_* (CPU: this machine)."""
+    planner = settings.planner
+    if planner.get("device") == "cpu":
+        gib = float(planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
+        total, avail = ov.cpu_total_memory()
+        if total is None or gib != PLANNER_DEFAULT_GIB:
+            total, avail = int(gib * GiB), None
+        return [Card("CPU", int(total), memory_free_bytes=avail if check_free else None, source="cpu")]
+    if gpus:
+        env = settings.env if hasattr(settings, "env") else {}
+        idx = _visible(env, len(gpus))
+        chosen = [gpus[i] for i in idx] if idx else list(gpus)
+        out = []
+        for g in chosen:
+            cc = g.get("cc")
+            out.append(Card(
+                name=str(g.get("name") or "GPU"), memory_total_bytes=int(g["memory_total_bytes"]),
+                cc=tuple(cc) if cc else None,
+                memory_free_bytes=(int(g["memory_free_bytes"]) if check_free
+                                   and g.get("memory_free_bytes") is not None else None),
+                source="nvml"))
+        return out
+    n = int(planner.get("gpu_count") or 1)
+    gib = float(planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
+    name = str(planner.get("gpu_name") or "GPU")
+    return [Card(name, int(gib * GiB), source="planner") for _ in range(max(1, n))]
+
+
+# -- settings ------------------------------------------------------------------------------------
+def params_from_settings(settings: Any, vllm_version: str | None = None) -> PlanParams:
+    s = settings.server
+    env = {str(k): str(v) for k, v in (s.get("env") or {}).items()}
+    mnl = s.get("max_model_len")
+    if isinstance(mnl, str):  # 0.33 accepts "32k"; plan with the number
+        t = mnl.strip().lower()
+        mult = 1024 if t.endswith("k") else 1
+        mnl = int(float(t.rstrip("k")) * mult) if t.rstrip("k").replace(".", "").isdigit() else None
+    return PlanParams(
+        model=str(s.get("model") or ""), dtype=s.get("dtype"), kv_cache_dtype=s.get("kv_cache_dtype"),
+        tensor_parallel_size=int(s.get("tensor_parallel_size") or 1),
+        pipeline_parallel_size=int(s.get("pipeline_parallel_size") or 1),
+        gpu_memory_utilization=s.get("gpu_memory_utilization"),
+        kv_cache_memory_bytes=s.get("kv_cache_memory_bytes"),
+        max_model_len=mnl if mnl and mnl > 0 else None,
+        max_num_seqs=s.get("max_num_seqs"), max_num_batched_tokens=s.get("max_num_batched_tokens"),
+        block_size=s.get("block_size"), enforce_eager=s.get("enforce_eager"),
+        quantization=s.get("quantization"), cpu_offload_gb=s.get("cpu_offload_gb"),
+        device=str(settings.planner.get("device") or "cuda"), vllm_version=vllm_version, env=env,
+        gpu_count=None)
+
+
+def plan_from_settings(settings: Any, gpus: list[dict] | None = None, vllm_version: str | None = None,
+                       check_free: bool = True) -> Ledger:
+    """The ledger for these settings. Raises LedgerInputError when the model cannot be resolved.
+
+    gpus: NVML readings, one dict per device with name, memory_total_bytes, cc (tuple) and
+    optionally memory_free_bytes (vLLM refuses to start when free < utilization x total).
+    """
+    shape = resolve_shape(str(settings.server.get("model") or ""), settings.server.get("download_dir"))
+    params = params_from_settings(settings, vllm_version)
+    cards = cards_from(settings, gpus, check_free)
+    if gpus:
+        params.gpu_count = len(cards)
+    return plan(shape, params, cards)

@@ -1,0 +1,261 @@
+"""How vLLM sizes the KV cache, per version, and the overheads the ledger models.
+
+Sources: the real logs in tests/fixtures/vllm-logs/ (named below by file), the notes
+/work/shared/notes/vllm-log-formats.md (sections 3.1, 3.2, 6) and tech-brief.md section 8, and the
+vLLM sources quoted there. Each figure below says which of them it comes from; figures marked
+"estimate" are not measured by any log we have and are the first thing to distrust.
+
+KV budget per GPU (what vLLM prints as "Available KV cache memory")
+    requested = gpu_memory_utilization x usable card memory
+    kv        = requested - weights - activation peak - non-torch memory
+                [- CUDA context, versions that count it] [- CUDA graphs, versions that subtract them]
+  `--kv-cache-memory-bytes` (vLLM >= 0.10.2) replaces all of this by a fixed figure.
+
+Usable card memory. NVML (and planner.gpu_memory_gib, which means the same) report the board's
+  memory; CUDA's cudaMemGetInfo total, which vLLM multiplies by the utilization, is smaller by what
+  the driver reserves: 0.42 GiB on an RTX 3090 (24.00 GiB board, "total_gpu_memory=23.58GiB" in
+  v0.6.4-rtx3090-llama3.1-8b-tp1-kv-maxlen-fail.log) and 0.43 GiB on an H100 80GB (79.65 GiB in
+  nvidia-smi, "total_gpu_memory (79.22GiB)" in the vLLM PR #12126 log). DRIVER_RESERVED_GIB = 0.42.
+
+Default utilization: 0.90 up to vLLM 0.19, 0.92 from 0.20 (tech-brief section 8: 0.9 in 0.13.0, 0.92
+  in 0.20.2 and 0.33.0; 0.14-0.19 were not checked, the 0.18-era log v0.19dev-...-estimate.log shows
+  0.9000, so 0.20 is taken as the switch).
+
+Weights: the sharded bytes (shapes.weights_per_gpu) plus the rotary cos/sin cache. For the 3090
+  fixture the model gives 14.9888 GiB for Llama-3.1-8B, the log printed "Loading model weights took
+  14.9888 GB" (GiB in fact).
+
+Activation peak: vLLM profiles one forward pass over max_num_batched_tokens tokens, then a sampler
+  pass over max_num_seqs rows of logits. Model: peak = max(tokens x per_token, sampler), with
+  per_token = dtype bytes x (3 x intermediate/TP + 3 x hidden) (gate_up output, activation output
+  and three hidden-size buffers of the MLP; MoE: top-k experts' share) and sampler = max_num_seqs x
+  vocab x 4 bytes x (2 V0, 3 V1: fp32 logits, probabilities, sort buffers; estimate). Checked on the
+  3090 fixture: 20,000 tokens -> 2.06 GiB modelled, 17.06 - 14.99 = 2.07 GiB logged; 29,000 tokens ->
+  2.99 GiB modelled, 17.98 - 14.99 = 2.99 GiB logged.
+
+max_num_batched_tokens default: V0 (< 0.8) without chunked prefill max(max_model_len, 2048), with
+  chunked prefill (automatic above 32,768 tokens) 512 before 0.7, 2048 after; V1 (>= 0.8) API server
+  2048, on >= 70 GiB non-A100 cards 8192 and >= 160 GiB 16384 (tech-brief section 8; the ledger
+  applies the large-card rule from 0.10). max_num_seqs default 256 (1024 on those large cards).
+
+Non-torch memory (cuBLAS/cuDNN workspaces, NCCL buffers): 0.15 GiB on one GPU ("non_torch_memory
+  takes 0.16GiB", vLLM PR #12126, H100, TP 1) plus 0.25 GiB when tensor/pipeline parallel (NCCL
+  communicators of torch.distributed and vLLM's PyNccl, custom all-reduce buffers: estimate).
+  The CUDA context (0.30 GiB) is counted only by versions that measured total - free memory: V0
+  before 0.6.6 and V1 before 0.9.2 (the 3090 fixture's "non_torch_memory=0.35GiB" = context + 0.05
+  GiB of workspaces). Later versions take their baseline after the context exists.
+
+CUDA graphs: captured after the KV cache is allocated. Up to 0.20 vLLM does not count them in the
+  budget (they come on top of the utilization fraction; the ledger warns when that overflows the
+  card). From 0.21 vLLM estimates them first and subtracts the estimate ("CUDA graph memory
+  profiling is enabled (default since v0.21.0)", club-3090 logs; VLLM_MEMORY_PROFILER_ESTIMATE_
+  CUDAGRAPHS=1/0 in [server.env] forces it on/off from 0.18). Model: graphs x layers x 0.36 MiB,
+  fitted on "Estimated CUDA graph memory" lines: 0.17 GiB for 7 graphs and 0.13 GiB for 5 graphs
+  of a 64-layer model on RTX 3090s (club-3090 issues #127, #104), 1.62 GiB for 86 graphs
+  (v0.19dev-qwen3.5-gguf-tp1-kv-cudagraph-estimate.log). Graph counts: V1 >= 0.11 captures PIECEWISE
+  sizes [1, 2, 4, 8, 16 .. 248 step 8, 256 .. step 16] up to min(2 x max_num_seqs, 512) plus FULL
+  decode sizes up to max_num_seqs; V1 < 0.11 sizes up to 512; V0 [1, 2, 4, 8 .. 256] up to
+  max_num_seqs. enforce_eager captures none.
+
+Blocks, tokens, concurrency (notes section 6.2/6.3): blocks = floor(kv / (block_size x KV bytes per
+  token per GPU)), tokens = blocks x block_size. Concurrency: V0 and V1 before 0.9 tokens /
+  max_model_len; V1 0.9+ blocks / ceil(max_model_len / block_size); from 0.28 vLLM prints
+  tokens = int(concurrency x max_model_len).
+
+CPU backend (planner.device = "cpu", vLLM's CPU build): KV = utilization x node memory - non-KV
+  use, from v0.32.0-cpu-tiny-qwen2-ready.log: "Auto set (1.25/9.59) GiB for KV cache on node 0, with
+  1.92 GiB requested memory for the worker. 0.67 GiB memory was consumed by non-kv usages." The
+  tiny model's weights are ~3 MB, so the non-KV use is weights + activation + a 0.66 GiB runtime
+  baseline (one run: a calibration, not a validation). Block size 128 (estimate: vLLM's CPU
+  attention default). v0.32.0-cpu-tiny-qwen2-cpu-memory.log shows the start-up check: utilization x
+  node memory must not exceed the memory available at start ("7.57/9.21 GiB ... 0.92, 8.48 GiB").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+DRIVER_RESERVED_GIB = 0.42
+CUDA_CONTEXT_GIB = 0.30
+NON_TORCH_GIB = 0.15
+NON_TORCH_OLD_GIB = 0.05  # workspaces beside the context, old measurement (3090 fixture)
+NCCL_GIB = 0.25
+CUDA_GRAPH_MIB_PER_GRAPH_LAYER = 0.36
+CPU_BASELINE_GIB = 0.66
+CPU_BLOCK_SIZE = 128
+LATEST = (0, 33, 0)  # newest version the notes describe; assumed when the version is unknown
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """'0.10.2rc1.dev93+g11a4c9d30' -> (0, 10, 2); 'v0.6.4' -> (0, 6, 4)."""
+    if not text:
+        return None
+    m = re.match(r"v?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text).strip())
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    version: tuple[int, ...]
+    assumed: bool  # True when no version was given
+    engine: str  # "v0" | "v1"
+    default_utilization: float
+    context_counted: bool
+    cudagraphs_subtracted: bool
+    concurrency_by_blocks: bool
+    tokens_from_concurrency: bool
+    large_gpu_defaults: bool
+    full_cudagraphs: bool
+
+    @property
+    def label(self) -> str:
+        v = ".".join(map(str, self.version))
+        return f"vLLM {v}{' (assumed)' if self.assumed else ''}, {self.engine.upper()} engine"
+
+
+def behaviour(version: str | None, env: Mapping[str, str] | None = None) -> Behaviour:
+    env = env or {}
+    parsed = parse_version(version)
+    v = parsed or LATEST
+    v3 = tuple(list(v) + [0] * (3 - len(v)))[:3]
+    engine = "v1" if v3 >= (0, 8, 0) else "v0"
+    use_v1 = env.get("VLLM_USE_V1")
+    if use_v1 == "0" and v3 < (0, 11, 0):
+        engine = "v0"
+    elif use_v1 == "1" and v3 >= (0, 6, 4):
+        engine = "v1"
+    if engine == "v0":
+        context = v3 < (0, 6, 6)
+    else:
+        context = v3 < (0, 9, 2)
+    graphs = engine == "v1" and v3 >= (0, 21, 0)
+    flag = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+    if flag is not None and engine == "v1" and v3 >= (0, 18, 0):
+        graphs = str(flag).strip() not in ("0", "", "false", "False")
+    return Behaviour(
+        version=v3, assumed=parsed is None, engine=engine,
+        default_utilization=0.92 if v3 >= (0, 20, 0) else 0.90,
+        context_counted=context, cudagraphs_subtracted=graphs,
+        concurrency_by_blocks=engine == "v1" and v3 >= (0, 9, 0),
+        tokens_from_concurrency=engine == "v1" and v3 >= (0, 28, 0),
+        large_gpu_defaults=engine == "v1" and v3 >= (0, 10, 0),
+        full_cudagraphs=engine == "v1" and v3 >= (0, 11, 0))
+
+
+def usable_memory(board_bytes: int) -> int:
+    """cudaMemGetInfo's total for a board of this NVML size."""
+    return int(board_bytes - DRIVER_RESERVED_GIB * GiB)
+
+
+def _large_card(card_gib: float, card_name: str) -> int:
+    """0, or the size class (70 / 160 GiB) of vLLM's large-card defaults (non-A100)."""
+    if "a100" in card_name.lower():
+        return 0
+    if card_gib >= 160:
+        return 160
+    return 70 if card_gib >= 70 else 0
+
+
+def default_max_num_batched_tokens(beh: Behaviour, max_model_len: int, card_gib: float,
+                                   card_name: str, device: str) -> int:
+    if beh.engine == "v0":
+        if max_model_len > 32768:  # V0 turns chunked prefill on for long contexts
+            return 512 if beh.version < (0, 7, 0) else 2048
+        return max(max_model_len, 2048)
+    if device == "cuda" and beh.large_gpu_defaults:
+        size = _large_card(card_gib, card_name)
+        if size == 160 and beh.version >= (0, 20, 0):
+            return 16384
+        if size:
+            return 8192
+    return 2048
+
+
+def default_max_num_seqs(beh: Behaviour, card_gib: float, card_name: str, device: str) -> int:
+    if device == "cuda" and beh.large_gpu_defaults and _large_card(card_gib, card_name):
+        return 1024
+    return 256
+
+
+def activation_bytes(*, hidden: int, intermediate: int, vocab: int, tp: int, dtype_size: int,
+                     tokens: int, num_seqs: int, engine: str, experts_per_tok: int = 0,
+                     moe_intermediate: int = 0) -> tuple[int, int, int]:
+    """(peak, forward part, sampler part) of the profiling run on one GPU."""
+    if experts_per_tok:
+        per_tok = dtype_size * (experts_per_tok * (3 * moe_intermediate // tp + hidden) + 3 * hidden)
+    else:
+        per_tok = dtype_size * (3 * intermediate // tp + 3 * hidden)
+    forward = tokens * per_tok
+    sampler = num_seqs * vocab * 4 * (3 if engine == "v1" else 2)
+    return max(forward, sampler), forward, sampler
+
+
+def non_torch_bytes(beh: Behaviour, world_size: int) -> tuple[int, int]:
+    """(non-torch memory, of which CUDA context) that vLLM subtracts from the budget."""
+    nccl = NCCL_GIB if world_size > 1 else 0.0
+    if beh.context_counted:
+        return int((CUDA_CONTEXT_GIB + NON_TORCH_OLD_GIB + nccl) * GiB), int(CUDA_CONTEXT_GIB * GiB)
+    return int((NON_TORCH_GIB + nccl) * GiB), 0
+
+
+def capture_sizes(beh: Behaviour, max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, int]:
+    """(PIECEWISE/V0 graph count, FULL decode graph count) vLLM captures."""
+    def sizes(limit: int, upto: int) -> list[int]:
+        base = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, upto + 1, 16))
+        return [s for s in base if s <= limit]
+
+    if beh.engine == "v0":
+        return len([s for s in [1, 2, 4] + list(range(8, 257, 8)) if s <= max(1, max_num_seqs)]), 0
+    if beh.full_cudagraphs:
+        cap = min(2 * max_num_seqs, 512, max_num_batched_tokens)
+        return len(sizes(cap, 512)), len(sizes(min(max_num_seqs, 512), 512))
+    return len([s for s in [1, 2, 4] + list(range(8, 513, 8)) if s <= max_num_batched_tokens]), 0
+
+
+def cuda_graph_bytes(beh: Behaviour, layers: int, max_num_seqs: int, max_num_batched_tokens: int,
+                     enforce_eager: bool) -> tuple[int, int]:
+    """(estimated bytes, number of graphs); (0, 0) with enforce_eager."""
+    if enforce_eager:
+        return 0, 0
+    piecewise, full = capture_sizes(beh, max_num_seqs, max_num_batched_tokens)
+    n = piecewise + full
+    return int(n * layers * CUDA_GRAPH_MIB_PER_GRAPH_LAYER * MiB), n
+
+
+def cpu_total_memory() -> tuple[int | None, int | None]:
+    """(total, available) bytes of this machine's memory: psutil, else /proc/meminfo; a cgroup
+    memory limit lowers both."""
+    total = avail = None
+    try:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        total, avail = int(vm.total), int(vm.available)
+    except Exception:  # psutil missing or unusable
+        try:
+            info = {}
+            with open("/proc/meminfo", encoding="ascii") as f:
+                for line in f:
+                    k, _, rest = line.partition(":")
+                    info[k] = int(rest.split()[0]) * 1024
+            total, avail = info.get("MemTotal"), info.get("MemAvailable")
+        except (OSError, ValueError, IndexError):
+            return None, None
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            raw = f.read().strip()
+        if raw.isdigit() and total and int(raw) < total:
+            limit = int(raw)
+            with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+                used = int(f.read().strip() or 0)
+            total, avail = limit, min(avail or limit, max(0, limit - used))
+    except (OSError, ValueError):
+        pass
+    return total, avail
