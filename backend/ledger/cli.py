@@ -1,0 +1,144 @@
+"""`qwen-tui plan`: print the ledger as a table or as one JSON object.
+
+Exit codes: 0 the plan fits, 1 it does not (a problem of severity "error"), 2 bad input (model not
+resolvable, unreadable config.json ...), with a one-line message and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from backend.ledger.adapter import LedgerInputError, plan_from_settings
+from backend.ledger.core import GiB, Ledger
+
+
+def probe_gpus() -> list[dict] | None:
+    """NVML readings (name, memory_total_bytes, cc, memory_free_bytes), or None without NVML."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver / no GPU: NVMLError subclasses
+        return None
+    try:
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            try:
+                cc = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))
+            except Exception:
+                cc = None
+            out.append({"name": name.decode() if isinstance(name, bytes) else str(name),
+                        "memory_total_bytes": int(mem.total), "memory_free_bytes": int(mem.free),
+                        "cc": cc})
+        return out or None
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def detect_vllm_version(settings: Any) -> str | None:
+    """The vLLM version the server's interpreter has (package metadata; no import of vllm)."""
+    try:
+        from backend.command import detect_install, python_for
+
+        return detect_install(python_for(settings)).version
+    except Exception:  # the launcher's module missing or failing must not break planning
+        return None
+
+
+def _g(b: float) -> str:
+    return f"{b / GiB:.2f} GiB"
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def format_table(led: Ledger) -> str:
+    d = led.to_dict()
+    rows: list[tuple[str, str, str]] = []
+    add = lambda a, b, c="": rows.append((a, b, c))  # noqa: E731
+    per = "per GPU" if led.device != "cpu" else "(CPU)"
+    add("Weights, whole model", _g(led.weights_bytes), f"{_n(led.params)} params, {led.dtype}"
+        + (f", from {led.weights_source}" if led.weights_source != "config" else ""))
+    add(f"Weights {per}", _g(led.weights_bytes_per_gpu),
+        f"TP {led.tensor_parallel_size}" + (f" x PP {led.pipeline_parallel_size}"
+                                            if led.pipeline_parallel_size > 1 else ""))
+    add(f"Budget {per}", _g(led.budget_bytes_per_gpu),
+        f"{led.gpu_memory_utilization:.2f} x {_g(led.usable_bytes_per_gpu)} usable")
+    add("  - activation peak", _g(led.activation_bytes), f"{_n(led.max_num_batched_tokens)} batched tokens")
+    if led.device == "cpu":
+        add("  - CPU runtime", _g(led.cpu_baseline_bytes), "measured on vLLM's CPU build")
+    else:
+        add("  - non-torch memory", _g(led.non_torch_bytes),
+            "incl. CUDA context" if led.cuda_context_bytes else "NCCL, cuBLAS workspaces")
+        if led.cuda_graphs:
+            add("  - CUDA graphs", _g(led.cuda_graph_bytes) if led.cuda_graphs_subtracted else "(0.00 GiB)",
+                f"{led.cuda_graphs} graphs, ~{_g(led.cuda_graph_bytes)}"
+                + ("" if led.cuda_graphs_subtracted else " on top of the budget"))
+        else:
+            add("  - CUDA graphs", "0.00 GiB", "enforce_eager")
+    kib = lambda b: f"{b / 1024:.1f} KiB"  # noqa: E731
+    add("KV per token", kib(led.kv_bytes_per_token),
+        f"{_n(led.kv_bytes_per_token)} B, all GPUs; {led.kv_cache_dtype}")
+    add(f"KV per token {per}", kib(led.kv_bytes_per_token_per_gpu), f"{_n(led.kv_bytes_per_token_per_gpu)} B")
+    add(f"KV cache {per}", _g(max(0, led.kv_available_bytes_per_gpu)), "what vLLM calls available")
+    add("KV cache tokens", _n(led.kv_cache_tokens), f"{_n(led.num_blocks)} blocks x {led.block_size}")
+    add("Max concurrency", f"{led.max_concurrency:.2f}x", f"at {_n(led.max_model_len)} tokens per request")
+    if led.decode_tokens_per_s_ceiling is not None:
+        add("Decode ceiling", f"<= {led.decode_tokens_per_s_ceiling:.1f} tok/s",
+            f"batch 1: {led.bandwidth_gbs:g} GB/s / {led.weights_bytes_per_gpu / 1e9:.2f} GB read per token")
+    else:
+        add("Decode ceiling", "n/a", "CPU device" if led.device == "cpu" else "unknown card bandwidth")
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    cards = d["cards"]
+    card_line = (f"{len(cards)} x {cards[0]['name']} ({cards[0]['memory_gib']:.2f} GiB, {cards[0]['source']})"
+                 if cards else "no devices")
+    head = [f"Memory ledger: {led.model}",
+            f"  model shape from {led.model_source}",
+            f"  on {card_line}; {led.vllm}",
+            f"  max_model_len {_n(led.max_model_len)}, max_num_seqs {led.max_num_seqs}, "
+            f"block {led.block_size}, {'eager' if led.enforce_eager else 'CUDA graphs'}", ""]
+    body = [f"  {a:<{w1}}  {b:>{w2}}  {c}".rstrip() for a, b, c in rows]
+    tail = [""]
+    if led.problems:
+        tail.append("Problems:")
+        for p in led.problems:
+            tail.append(f"  [{p.severity}] {p.kind}: {p.message}")
+            tail.append(f"      fix: {p.fix}")
+    else:
+        tail.append("Problems: none")
+    for n in led.notes:
+        tail.append(f"note: {n}")
+    tail.append(f"Fits: {'yes' if led.fits else 'NO'}")
+    return "\n".join(head + body + tail) + "\n"
+
+
+def run_plan(settings: Any, as_json: bool, out: TextIO = sys.stdout, gpus: list[dict] | None = None) -> int:
+    """Print the ledger for `settings`; 0 fits, 1 does not fit, 2 bad input."""
+    try:
+        if gpus is None and settings.planner.get("device") != "cpu":
+            gpus = probe_gpus()
+        ledger = plan_from_settings(settings, gpus=gpus, vllm_version=detect_vllm_version(settings))
+    except LedgerInputError as e:
+        if as_json:
+            out.write(json.dumps({"error": str(e)}) + "\n")
+        print(f"qwen-tui plan: {e}", file=sys.stderr)
+        return 2
+    if as_json:
+        out.write(json.dumps(ledger.to_dict(), indent=2) + "\n")
+    else:
+        out.write(format_table(ledger))
+    return 0 if ledger.fits else 1
