@@ -353,13 +353,19 @@ def _weights(p: "LogParser", msg: str) -> Failure | None:
 
 
 _QUOTED = re.compile(r"'([^'\s]+)'")
+_NOT_FOLDER = re.compile(r"(\S+) is not a local folder")
 
 
 def _model(p: "LogParser", msg: str) -> Failure | None:
     if "does not exist" in msg and "The model `" in msg:
         return None  # an HTTP 404 for a request, not a startup failure
-    quoted = [q for q in _QUOTED.findall(msg) if q not in ("repo_name", "namespace/repo_name", "repo_type")]
-    path = quoted[-1] if quoted else p.info.get("model")
+    m = _NOT_FOLDER.search(msg)
+    if m:
+        path = m.group(1).strip("'\"")
+    else:
+        quoted = [q for q in _QUOTED.findall(msg)
+                  if q not in ("repo_name", "namespace/repo_name", "repo_type") and "://" not in q]
+        path = quoted[-1] if quoted else p.info.get("model")
     what = f"server.model = {path!r}" if path else "server.model"
     return Failure("model_not_found", msg.strip(),
                    f"{what} is neither an existing local directory nor a valid Hugging Face repo id: fix the "
@@ -423,7 +429,7 @@ def _argparse(p: "LogParser", msg: str) -> Failure | None:
     return Failure("bad_argument", msg.strip(), fix)
 
 
-_BF16 = re.compile(r"Your (.+?) GPU (?:has compute capability|has compute_capability) ([\d.]+)")
+_BF16 = re.compile(r"Your (.+?) GPU has compute.capability (\d+(?:\.\d+)?)")
 
 
 def _bf16(p: "LogParser", msg: str) -> Failure | None:
@@ -443,7 +449,8 @@ def _tp(p: "LogParser", msg: str) -> Failure | None:
                        "set server.tensor_parallel_size to a number that divides the model's attention heads")
     heads, tp = int(m.group(1)), int(m.group(2))
     divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= max(tp, 8)]
-    best = max((d for d in divisors if d < tp), default=1)
+    # prefer a power of two: the MLP/vocab dimensions must divide by it as well
+    best = max((d for d in divisors if d < tp and d & (d - 1) == 0), default=1)
     return Failure("tp_indivisible", msg.strip(),
                    f"{heads} attention heads cannot be split over {tp} GPUs: set server.tensor_parallel_size = "
                    f"{best} (sizes that divide {heads}: {', '.join(map(str, divisors))})")
