@@ -121,6 +121,19 @@ def test_shard_bar_with_carriage_returns_and_prefix():
 
 # --- memory profiling and KV cache ------------------------------------------------------------------
 
+def test_log_line_and_bar_redraw_in_one_chunk():
+    p = LogParser()
+    p.feed("INFO 05-23 09:31:22 [loader.py:458] Loading weights took 38.52 seconds\r"
+           "Capturing CUDA graphs (decode, FULL):  10%|\u2588   | 5/51 [00:01<00:09]\r")
+    assert p.figures["weights_read_seconds"] == 38.52 and p.phase == "cuda_graphs"
+
+
+def test_access_log_lines_are_skipped_cheaply():
+    p = feed_all("INFO:     127.0.0.1:35340 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+                 "INFO:     172.17.0.1:48732 - \"GET /health HTTP/1.1\" 500 Internal Server Error")
+    assert p.snapshot() == feed_all().snapshot() and p.figures == {}
+
+
 def test_v064_one_line_memory_profile():
     p = feed_all("INFO 12-02 10:00:00 worker.py:233] Memory profiling results: total_gpu_memory=23.58GiB "
                  "initial_memory_usage=15.34GiB peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB "
@@ -396,3 +409,19 @@ def test_events_are_frozen_and_parse_lines_strips_newlines():
 def test_state_property_is_the_snapshot():
     p = feed_all("INFO:     Application startup complete.")
     assert p.state == p.snapshot()
+
+
+def test_human_summary_shows_per_rank_figures_and_timeline():
+    from backend.logparse import format_summary
+    p = LogParser(year=2025)
+    feed_all(
+        "(Worker_TP0 pid=1) INFO 06-01 10:00:00 [gpu_model_runner.py:1] Starting to load model Qwen/Qwen2.5-7B...",
+        "(Worker_TP0 pid=1) INFO 06-01 10:00:30 [gpu_worker.py:563] Available KV cache memory: 11.15 GiB",
+        "(Worker_TP1 pid=2) INFO 06-01 10:00:30 [gpu_worker.py:563] Available KV cache memory: 10.9 GiB",
+        "(APIServer pid=3) INFO 06-01 10:01:40 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "INFO:     Application startup complete.", parser=p)
+    text = format_summary(p)
+    assert "phase: ready" in text and "listening on http://0.0.0.0:8000" in text
+    assert "kv_cache_gib per rank  rank 0: 11.15 · rank 1: 10.9" in text
+    assert "KV cache  " in text and "10.9 GiB" in text
+    assert "+0 s  starting" in text and "+30 s  kv_cache" in text and "took 1m 10s" in text

@@ -9,6 +9,7 @@ so INFO text such as "If you are running out of memory, ..." never reads as a fa
 from __future__ import annotations
 
 import calendar
+import re
 import time
 from collections import deque
 from typing import Any, Iterable
@@ -18,6 +19,7 @@ from backend.logparse import patterns as P
 from backend.logparse.events import (PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone)
 
 _MISSING = object()
+_LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 _CLEAN_EXIT = frozenset((0, -15, 143, -2, 130))  # exit, SIGTERM (also via a shell), SIGINT
 _CONTRACT_FIGURES = ("weights_gib", "weights_seconds", "kv_cache_gib", "kv_cache_tokens", "gpu_blocks",
                      "max_concurrency", "max_concurrency_tokens", "cuda_graph_seconds", "init_engine_seconds",
@@ -82,10 +84,12 @@ class LogParser:
         try:
             if line.__class__ is not str:
                 line = _decode(line)
-            if "\n" in line:
+            if "\n" in line or "\r" in line:
+                # several lines, CRLF endings, or tqdm redraws ("\rbar 10%\rbar 20%"): each part on its own
                 events: list[Event] = []
-                for part in line.split("\n"):
-                    events.extend(self._feed1(part, t))
+                for part in _LINE_SPLIT.split(line):
+                    if part and not part.isspace():
+                        events.extend(self._feed1(part, t))
                 return events
             return self._feed1(line, t)
         except Exception:  # garbage must never take the supervisor down
@@ -168,9 +172,6 @@ class LogParser:
 
     def _feed1(self, line: str, t: float | None) -> list[Event]:
         self.lines += 1
-        if "\r" in line:
-            segs = [s for s in line.split("\r") if s.strip()]
-            line = segs[-1] if segs else ""
         if "\x1b" in line:
             line = P.ANSI.sub("", line)
         if not line:
@@ -202,8 +203,11 @@ class LogParser:
             else:
                 m = P.UVICORN.match(line)
                 if m:
-                    lvl = c if c != "T" else "D"
+                    lvl = c
                     msg = line[m.end():]
+                    if msg[:1].isdigit() and " HTTP/" in msg:  # an access-log line: nothing to read
+                        lvl = "D"
+                        msg = ""
         elif c == "[":
             m = P.RANK.match(line)
             if m:
