@@ -339,6 +339,11 @@ def test_bad_argument(text, part):
     assert f["kind"] == "bad_argument" and part in f["fix"]
 
 
+def test_error_text_that_is_not_argparse():
+    p = run(READY, "ERROR 06-01 10:00:00 [serving_chat.py:1] tokenizer: error: chat template rendering failed")
+    assert p.phase == "ready" and p.snapshot()["failure"] is None
+
+
 def test_bf16_unsupported():
     f = failure(run("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla "
                     "T4 GPU has compute capability 7.5. You can use float16 instead by explicitly setting the `dtype` "

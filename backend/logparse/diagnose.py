@@ -393,7 +393,8 @@ def _port(p: "LogParser", msg: str) -> Failure | None:
     return Failure("port_in_use", msg.strip(), fix)
 
 
-_ARGPARSE = re.compile(r"\s*([\w. -]+?): error: (.*)")
+# argparse's "prog: error: msg"; prog is the script or `vllm serve` (not any "x: error:" text)
+_ARGPARSE = re.compile(r"\s*([\w.-]+\.py|vllm(?: [\w-]+)?|[\w./-]*api_server[\w.-]*|python\S* -m \S+): error: (.*)")
 _KNOWN_FLAGS = (
     "--model", "--served-model-name", "--tensor-parallel-size", "--pipeline-parallel-size", "--dtype",
     "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--host",
