@@ -353,7 +353,7 @@ def test_cpu_ready_then_sigterm_is_stopped():
 
 # --- CLI ------------------------------------------------------------------------------------------
 
-def _cli(path: str, as_json: bool, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:
+def _cli(path: str, as_json: bool) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     rc = run_parse_log(path, as_json, out=out, err=err)
     return rc, out.getvalue(), err.getvalue()
