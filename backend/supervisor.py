@@ -223,6 +223,7 @@ class Supervisor:
             exited = asyncio.create_task(self.proc.wait())
             done, _ = await asyncio.wait({exited, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if stop_wait in done and not exited.done():
+                self.parser.stop_requested()
                 self._set("stopping", "SIGTERM to the process group")
                 await self._terminate("stop")
             rc = await exited

@@ -31,10 +31,10 @@ class ScriptedClient:
         self.actions: list[str] = []
 
     def poll(self) -> Poll:
-        if len(self.polls) > 1:
-            return self.polls.pop(0)
-        last = self.polls[0]
-        return Poll(state=last.state, parsed=last.parsed)
+        if self.polls:
+            self.last = self.polls.pop(0)
+            return self.last
+        return Poll(state=self.last.state, parsed=self.last.parsed)
 
     def start(self) -> str:
         self.actions.append("start")
@@ -94,8 +94,7 @@ async def test_keys_start_stop_restart_reach_the_client(qhome):
         for key, action in (("s", "start"), ("x", "stop"), ("r", "restart")):
             await pilot.press(key)
             assert await wait_until(pilot, lambda: client.actions and client.actions[-1] == action)
-            await app.workers.wait_for_complete()
-            await pilot.pause(0.05)
+            assert await wait_until(pilot, lambda: not app.screen.busy)
         assert client.actions == ["start", "stop", "restart"]
 
 
@@ -117,8 +116,8 @@ async def test_quit_asks_keep_or_stop_when_running(qhome, choice, stopped):
         await pilot.press("q")
         assert await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
         await pilot.press(choice)
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.1)
+        assert await wait_until(pilot, lambda: app.quit_choice is not None)
+        await pilot.pause(0.2)
     assert app.quit_choice == ("stop" if stopped else "keep")
     assert ("stop" in client.actions) == stopped
 

@@ -18,10 +18,11 @@ RUNNING = ("starting", "ready", "backoff")
 class QwenApp(App):
     TITLE = "qwen-tui"
 
-    def __init__(self, settings: Settings, client: Any) -> None:
+    def __init__(self, settings: Settings, client: Any, gpus: Any = None) -> None:
         super().__init__()
         self.settings = settings
         self.client = client
+        self.gpus = gpus  # a backend.gpu.GpuMonitor (or a test double); None: no GPU panels
         self.quit_choice: str | None = None
 
     def on_mount(self) -> None:
@@ -65,5 +66,5 @@ class QwenApp(App):
         self.exit(0)
 
 
-def make_app(settings: Settings, client: Any) -> QwenApp:
-    return QwenApp(settings, client)
+def make_app(settings: Settings, client: Any, gpus: Any = None) -> QwenApp:
+    return QwenApp(settings, client, gpus)

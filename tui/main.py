@@ -11,9 +11,15 @@ def run_console(args) -> int:
     from backend.client import ServerClient
     from tui.app import make_app
 
+    from backend.gpu import GpuMonitor
+
     settings = load_settings(args)
-    app = make_app(settings, ServerClient(global_argv(args)))
-    app.run()
+    gpus = GpuMonitor()
+    try:
+        app = make_app(settings, ServerClient(global_argv(args)), gpus)
+        app.run()
+    finally:
+        gpus.shutdown()
     return app.return_code or 0
 
 

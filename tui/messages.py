@@ -21,3 +21,11 @@ class ActionFinished(Message):
     def __init__(self, action: str, text: str, error: bool = False) -> None:
         super().__init__()
         self.action, self.text, self.error = action, text, error
+
+
+class GpusSampled(Message):
+    """One NVML reading of every card (a list of backend.gpu.GpuSample)."""
+
+    def __init__(self, samples: list) -> None:
+        super().__init__()
+        self.samples = samples

@@ -9,11 +9,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
-from tui.messages import ActionFinished, ServerPolled
+from tui.messages import ActionFinished, GpusSampled, ServerPolled
 from tui.widgets.failure_banner import FailureBanner
 from tui.widgets.figures_panel import FiguresPanel
+from tui.widgets.gpu_panel import GpuPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.status_bar import StatusBar
 
@@ -36,12 +37,36 @@ class MainScreen(Screen):
             yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log")
             with Vertical(id="side"):
                 yield FiguresPanel(id="figures")
+                yield Vertical(id="gpus")
         yield Footer()
 
     def on_mount(self) -> None:
         self.state: dict = {"state": "stopped"}
         self.busy = False
         self.poll_server()
+        if self.app.gpus is not None and self.app.gpus.available():
+            self.sample_gpus()
+        else:
+            reason = self.app.gpus.reason() if self.app.gpus is not None else "NVML not used"
+            self.query_one("#gpus").mount(Static(f"GPUs: {reason}", classes="dim"))
+
+    @work(group="gpus", exclusive=True, exit_on_error=False)
+    async def sample_gpus(self) -> None:
+        interval = float(self.app.settings.console["gpu_interval_s"])
+        while True:
+            samples = await asyncio.to_thread(self.app.gpus.sample)
+            self.post_message(GpusSampled(samples))
+            await asyncio.sleep(interval)
+
+    @on(GpusSampled)
+    def show_gpus(self, message: GpusSampled) -> None:
+        box = self.query_one("#gpus")
+        panels = list(box.query(GpuPanel))
+        for i, sample in enumerate(message.samples):
+            if i >= len(panels):
+                panels.append(GpuPanel())
+                box.mount(panels[-1])
+            panels[i].show(sample)
 
     # -- the worker: blocking reads in a thread, results posted as messages ---------------------
     @work(group="poll", exclusive=True, exit_on_error=False)

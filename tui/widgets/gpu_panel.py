@@ -1,0 +1,54 @@
+"""GpuPanel: one card's memory, utilization, temperature, power and PCIe link, from NVML samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+
+def _na(v: Any, fmt: str = "", unit: str = "") -> str:
+    return "N/A" if v is None else f"{format(v, fmt)}{unit}"
+
+
+def bar(fraction: float | None, width: int = 20) -> Text:
+    if fraction is None:
+        return Text("N/A", "dim")
+    n = max(0, min(width, round(fraction * width)))
+    style = "green" if fraction < 0.7 else "yellow" if fraction < 0.9 else "red"
+    return Text("█" * n, style) + Text("░" * (width - n), "dim")
+
+
+def rows(s: Any) -> list[tuple[str, Text | str]]:
+    gib = 2**30
+    mem = (f"{s.memory_used_bytes / gib:.1f} / {s.memory_total_bytes / gib:.1f} GiB"
+           if s.memory_used_bytes is not None and s.memory_total_bytes else "N/A")
+    util = s.utilization_gpu_pct / 100 if s.utilization_gpu_pct is not None else None
+    link = "N/A"
+    if s.pcie_gen is not None:
+        link = f"Gen{s.pcie_gen}/{_na(s.pcie_gen_max)} x{_na(s.pcie_width)}/{_na(s.pcie_width_max)}"
+    power = _na(s.power_w, ".0f", " W") + (f" / {s.power_limit_w:.0f} W" if s.power_limit_w else "")
+    return [
+        ("memory", bar(s.memory_used_fraction) + Text(f" {mem}")),
+        ("util", bar(util) + Text(f" {_na(s.utilization_gpu_pct, '', '%')}")),
+        ("temp", _na(s.temperature_c, "", " °C")),
+        ("power", power),
+        ("PCIe", link),
+    ]
+
+
+class GpuPanel(Static):
+    DEFAULT_CSS = """
+    GpuPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
+    """
+
+    def show(self, sample: Any) -> None:
+        self.border_title = f"GPU {sample.index} · {sample.name}"
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="bold")
+        table.add_column()
+        for name, value in rows(sample):
+            table.add_row(name, value)
+        self.update(table)
