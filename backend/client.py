@@ -51,9 +51,14 @@ def status() -> dict[str, Any]:
             "max_concurrency": figures.get("max_concurrency")}
 
 
-def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
-    """Spawn `qwen-tui serve` in its own session; return its first state. Raises RuntimeError."""
-    argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet", "--allow-orphans"]
+def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,
+                   allow_orphans: bool = False) -> dict[str, Any]:
+    """Spawn `qwen-tui serve` in its own session; return its first state. Raises RuntimeError
+    with the supervisor's own words when it refuses (a server already runs, orphans hold memory,
+    a setting this vLLM does not accept)."""
+    argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet"]
+    if allow_orphans:
+        argv.append("--allow-orphans")
     if restart:
         argv += ["--restart", restart]
     statefile.logs_dir().mkdir(parents=True, exist_ok=True)
@@ -67,8 +72,8 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
         if data and data.get("supervisor_pid") == proc.pid:
             return data
         if proc.poll() is not None:
-            tail = out_path.read_text(errors="replace").strip().splitlines()[-3:]
-            raise RuntimeError(f"the supervisor exited with code {proc.returncode}: " + " / ".join(tail))
+            tail = out_path.read_text(errors="replace").strip().splitlines()[-6:]
+            raise RuntimeError(f"not started (code {proc.returncode}): " + "\n".join(tail))
         time.sleep(0.1)
     raise RuntimeError(f"the supervisor did not write its state within {timeout:.0f} s; see {out_path}")
 

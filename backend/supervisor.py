@@ -204,13 +204,16 @@ class Supervisor:
             self.served_models = []
 
     async def _terminate(self, why: str) -> None:
+        """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout."""
         from backend import procs
 
-        if not self.proc or self.proc.returncode is not None:
+        pids = procs.group_members(self._pgid) if self._pgid else []
+        if self.proc and self.proc.returncode is None:
+            pids = [self.proc.pid, *procs.descendants(self.proc.pid), *pids]
+        if not pids:
             return
-        pids = [self.proc.pid] + procs.descendants(self.proc.pid)
         timeout = float(self.settings.console["stop_timeout"])
-        report = await asyncio.to_thread(procs.terminate, self._pgid, pids, timeout)
+        report = await asyncio.to_thread(procs.terminate, self._pgid, sorted(set(pids)), timeout)
         self.stop_report = report.summary()
 
     async def _run_once(self) -> int:
@@ -220,19 +223,32 @@ class Supervisor:
             health = asyncio.create_task(self._watch_health())
             stop_wait = asyncio.create_task(self._stop_requested.wait())
             assert self.proc
-            exited = asyncio.create_task(self.proc.wait())
+            exited = asyncio.create_task(self._wait_exit())
             done, _ = await asyncio.wait({exited, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if stop_wait in done and not exited.done():
                 self.parser.stop_requested()
                 self._set("stopping", "SIGTERM to the process group")
                 await self._terminate("stop")
             rc = await exited
-            await asyncio.wait_for(reader, timeout=5) if not reader.done() else None
+            if not self._stop_requested.is_set():
+                await self._reap_leftovers()  # orphans hold the pipe open: clean them, then drain
+            try:
+                await asyncio.wait_for(reader, timeout=5)
+            except asyncio.TimeoutError:
+                reader.cancel()
             for task in (health, stop_wait):
                 task.cancel()
             if self._stop_requested.is_set():
                 await self._reap_leftovers()
         return rc
+
+    async def _wait_exit(self) -> int:
+        """The exit code, as soon as the process is gone. Not `proc.wait()`: on Python 3.11 it also
+        waits for the stdout pipe to close, which orphaned EngineCore/Worker processes hold open."""
+        assert self.proc
+        while self.proc.returncode is None:
+            await asyncio.sleep(0.05)
+        return self.proc.returncode
 
     async def _reap_leftovers(self) -> None:
         """After the API process is gone, make sure nothing of its group survives."""

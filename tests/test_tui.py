@@ -129,3 +129,36 @@ async def test_quit_when_stopped_does_not_ask(qhome):
         await pilot.press("q")
         await pilot.pause(0.1)
     assert app.quit_choice == "keep" and client.actions == []
+
+
+async def test_gpu_panel_shows_the_recorded_h200(qhome):
+    from backend.gpu import GpuMonitor
+    from nvml_fake import FakeNvml
+    from tui.widgets.gpu_panel import GpuPanel, rows
+
+    gpus = GpuMonitor(nvml=FakeNvml())
+    assert gpus.available()
+    settings = load(overrides=["console.gpu_interval_s=0.1"])
+    app = make_app(settings, ScriptedClient([Poll(state={"state": "stopped"})]), gpus)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_until(pilot, lambda: len(app.screen.query(GpuPanel)) == 1)
+        panel = app.screen.query_one(GpuPanel)
+        assert panel.border_title == "GPU 0 · NVIDIA H200"
+    values = {k: str(v) for k, v in rows(gpus.sample()[0])}
+    assert values["memory"].endswith("0.0 / 140.4 GiB")  # memory v2, as nvidia-smi shows it
+    assert values["PCIe"] == "Gen5/5 x16/16"
+    assert values["power"] == "95 W / 700 W" and values["temp"] == "37 °C"
+
+
+async def test_no_nvml_says_why(qhome):
+    class NoGpu:
+        def available(self):
+            return False
+
+        reason = "libnvidia-ml.so.1 not found: no NVIDIA driver on this machine"
+
+    app = make_app(load(), ScriptedClient([Poll(state={"state": "stopped"})]), NoGpu())
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        text = " ".join(str(w.render()) for w in app.screen.query("#gpus Static"))
+        assert "no NVIDIA driver" in text

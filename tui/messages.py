@@ -29,3 +29,11 @@ class GpusSampled(Message):
     def __init__(self, samples: list) -> None:
         super().__init__()
         self.samples = samples
+
+
+class PlanReady(Message):
+    """The memory ledger for the current settings (Ledger.to_dict()), or why there is none."""
+
+    def __init__(self, plan: dict | None, error: str | None = None) -> None:
+        super().__init__()
+        self.plan, self.error = plan, error

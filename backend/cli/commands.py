@@ -132,7 +132,7 @@ def _detach(args, settings: Settings) -> int:
     from backend import client
 
     try:
-        data = client.start_detached(global_argv(args), restart=args.restart)
+        data = client.start_detached(global_argv(args), restart=args.restart, allow_orphans=True)
     except RuntimeError as e:
         _err(str(e))
         return 1

@@ -13,7 +13,7 @@ Public API:
 backend/ must not import textual; nothing here does.
 """
 
-from backend.ledger.adapter import (LedgerInputError, cards_from, params_from_settings,
+from backend.ledger.adapter import (LedgerInputError, plan_for_console, cards_from, params_from_settings,
                                     plan_from_settings, resolve_shape)
 from backend.ledger.compare import compare
 from backend.ledger.core import (Card, Ledger, PlanParams, Problem, kv_bytes_per_token, max_concurrency,
@@ -21,6 +21,7 @@ from backend.ledger.core import (Card, Ledger, PlanParams, Problem, kv_bytes_per
 from backend.ledger.shapes import ModelShape, QuantSpec, from_config, lookup, param_count
 
 __all__ = [
+    "plan_for_console",
     "Card", "Ledger", "LedgerInputError", "ModelShape", "PlanParams", "Problem", "QuantSpec",
     "cards_from", "compare", "from_config", "kv_bytes_per_token", "lookup", "max_concurrency",
     "param_count",

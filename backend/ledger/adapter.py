@@ -197,3 +197,24 @@ def plan_from_settings(settings: Any, gpus: list[dict] | None = None, vllm_versi
     if gpus:
         params.gpu_count = len(cards)
     return plan(shape, params, cards)
+
+
+def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict | None, str | None]:
+    """The plan JSON for the console's ledger panel, or (None, why). Never raises.
+
+    `monitor` is a backend.gpu.GpuMonitor (or None): its static facts replace the planner's card.
+    The running server's own memory is not held against it (check_free=False).
+    """
+    from backend.command import detect_install, python_for
+
+    try:
+        gpus = None
+        if monitor is not None and monitor.available():
+            gpus = [{"name": g.name, "memory_total_bytes": g.memory_total_bytes,
+                     "cc": g.compute_capability} for g in monitor.gpus]
+        version = detect_install(python_for(settings)).version
+        return plan_from_settings(settings, gpus=gpus, vllm_version=version, check_free=False).to_dict(), None
+    except LedgerInputError as e:
+        return None, f"no plan: {e}"
+    except Exception as e:  # the panel must say something, never crash the console
+        return None, f"no plan: {type(e).__name__}: {e}"

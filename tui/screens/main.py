@@ -11,10 +11,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.messages import ActionFinished, GpusSampled, ServerPolled
+from tui.messages import ActionFinished, GpusSampled, PlanReady, ServerPolled
 from tui.widgets.failure_banner import FailureBanner
 from tui.widgets.figures_panel import FiguresPanel
 from tui.widgets.gpu_panel import GpuPanel
+from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.status_bar import StatusBar
 
@@ -37,18 +38,42 @@ class MainScreen(Screen):
             yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log")
             with Vertical(id="side"):
                 yield FiguresPanel(id="figures")
+                yield LedgerPanel(id="ledger")
                 yield Vertical(id="gpus")
         yield Footer()
 
     def on_mount(self) -> None:
         self.state: dict = {"state": "stopped"}
         self.busy = False
+        self.plan: dict | None = None
+        self.plan_error: str | None = None
+        self.parsed: dict = {}
+        self.measured_tps: float | None = None
+        self.compute_plan()
         self.poll_server()
         if self.app.gpus is not None and self.app.gpus.available():
             self.sample_gpus()
         else:
-            reason = self.app.gpus.reason() if self.app.gpus is not None else "NVML not used"
+            reason = self.app.gpus.reason if self.app.gpus is not None else "NVML not used"
             self.query_one("#gpus").mount(Static(f"GPUs: {reason}", classes="dim"))
+
+    @work(group="plan", exclusive=True, exit_on_error=False)
+    async def compute_plan(self) -> None:
+        from backend.ledger import plan_for_console
+
+        plan, error = await asyncio.to_thread(plan_for_console, self.app.settings, self.app.gpus)
+        self.post_message(PlanReady(plan, error))
+
+    @on(PlanReady)
+    def plan_ready(self, message: PlanReady) -> None:
+        self.plan, self.plan_error = message.plan, message.error
+        self._show_ledger()
+
+    def _show_ledger(self) -> None:
+        from backend.ledger import compare
+
+        rows = compare(self.plan, self.parsed) if self.plan else []
+        self.query_one(LedgerPanel).show(self.plan, rows, self.measured_tps, self.plan_error)
 
     @work(group="gpus", exclusive=True, exit_on_error=False)
     async def sample_gpus(self) -> None:
@@ -94,6 +119,10 @@ class MainScreen(Screen):
         settings = self.app.settings
         self.query_one(StatusBar).show(poll.state, settings.base_url, settings.served_name)
         self.query_one(FiguresPanel).show(poll.parsed)
+        if poll.parsed != self.parsed:
+            self.parsed = poll.parsed
+            if self.plan:
+                self._show_ledger()
         failure = poll.state.get("failure") if poll.state.get("state") in ("failed", "backoff") else None
         self.query_one(FailureBanner).show(failure or (poll.parsed.get("failure")
                                                        if poll.state.get("state") == "failed" else None))

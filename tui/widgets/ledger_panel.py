@@ -1,0 +1,55 @@
+"""LedgerPanel: the memory ledger predicted before launch beside what vLLM printed, and the
+batch-1 decode ceiling beside the measured tokens/s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+class LedgerPanel(Static):
+    DEFAULT_CSS = """
+    LedgerPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
+    """
+
+    def on_mount(self) -> None:
+        self.border_title = "memory ledger: plan vs log"
+        self.update(Text("computing the plan…", "dim"))
+
+    def show(self, plan: dict[str, Any] | None, rows: list[dict[str, Any]], measured_tps: float | None,
+             error: str | None = None) -> None:
+        if plan is None:
+            self.update(Text(error or "no plan", "yellow"))
+            return
+        table = Table.grid(padding=(0, 1))
+        for _ in range(4):
+            table.add_column()
+        table.add_row(Text("", "bold"), Text("plan", "bold"), Text("log", "bold"), Text("Δ", "bold"))
+        for r in rows:
+            diff = "" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
+            table.add_row(r["name"], _fmt(r["predicted"]), _fmt(r["actual"]),
+                          Text(diff + (" ⚠" if r["off"] else ""), "bold yellow" if r["off"] else "dim"))
+        kv = plan.get("kv_bytes_per_token")
+        per_gpu = plan.get("kv_bytes_per_token_per_gpu")
+        table.add_row("KV / token", f"{kv:,} B" if kv else "—",
+                      f"{per_gpu:,} B/GPU" if per_gpu else "", "")
+        ceiling = plan.get("decode_tokens_per_s_ceiling")
+        table.add_row("decode tok/s", f"≤ {ceiling:.0f}" if ceiling else "—", _fmt(measured_tps), "batch 1")
+        problems = plan.get("problems") or []
+        out = Table.grid()
+        out.add_row(table)
+        for p in problems:
+            style = "red" if p.get("severity") == "error" else "yellow"
+            out.add_row(Text(f"{p['kind']}: {p['message']}\n  fix: {p['fix']}", style))
+        self.update(out)
