@@ -1,0 +1,62 @@
+"""The state file is never trusted blindly: a dead or reused supervisor pid makes it stale."""
+
+import os
+import subprocess
+import sys
+
+from backend import client, statefile
+from backend.supervisor import PERMANENT_FAILURES, backoff_delay
+
+
+def test_live_supervisor_is_trusted(qhome):
+    me = os.getpid()
+    statefile.write({"state": "ready", "supervisor_pid": me, "supervisor_create_time": statefile.create_time(me)})
+    data, why = statefile.read_live()
+    assert data["state"] == "ready" and why is None
+
+
+def test_dead_pid_is_stale_and_moved_aside(qhome):
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    statefile.write({"state": "ready", "supervisor_pid": p.pid, "supervisor_create_time": 1.0, "pid": p.pid})
+    data, why = statefile.read_live()
+    assert data is None and "is gone" in why
+    assert not statefile.state_path().exists()
+    assert statefile.state_path().with_suffix(".json.stale").exists()
+    assert client.status()["state"] == "stopped"
+
+
+def test_reused_pid_is_not_trusted(qhome):
+    me = os.getpid()  # alive, but started at another time than the file says
+    statefile.write({"state": "ready", "supervisor_pid": me,
+                     "supervisor_create_time": statefile.create_time(me) - 1000})
+    data, why = statefile.read_live(cleanup=False)
+    assert data is None and "another process" in why
+    st = client.status()
+    assert st["state"] == "stopped" and st["pid"] is None
+
+
+def test_finished_failure_is_history_not_stale(qhome):
+    statefile.write({"state": "failed", "supervisor_pid": 999999, "supervisor_create_time": 1.0,
+                     "failure": {"kind": "bad_argument", "message": "m", "fix": "f"}, "restarts": 0})
+    data, why = statefile.read_live()
+    assert data is None and why is None
+    st = client.status()
+    assert st["state"] == "failed" and st["failure"]["kind"] == "bad_argument"
+
+
+def test_garbage_state_file_is_not_trusted(qhome):
+    statefile.state_path().parent.mkdir(parents=True, exist_ok=True)
+    statefile.state_path().write_text("{not json")
+    assert client.status()["state"] == "stopped"
+
+
+def test_backoff_doubles_and_caps():
+    assert [backoff_delay(n) for n in (1, 2, 3, 4)] == [5, 10, 20, 40]
+    assert backoff_delay(20) == 300
+
+
+def test_failures_that_would_repeat_are_not_restarted():
+    for kind in ("bad_argument", "kv_cache_too_small", "port_in_use", "cpu_memory", "memory_in_use"):
+        assert kind in PERMANENT_FAILURES
+    assert "engine_dead" not in PERMANENT_FAILURES and "oom_runtime" not in PERMANENT_FAILURES
