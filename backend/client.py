@@ -25,6 +25,7 @@ class Poll:
     lines: list[str] = field(default_factory=list)
     new_log: bool = False  # the lines start a new log (a (re)start): clear what was shown
     parsed: dict[str, Any] = field(default_factory=dict)
+    timeline: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # phase, start, s
 
 
 def status() -> dict[str, Any]:
@@ -150,7 +151,8 @@ class ServerClient:
         parsed = self.follower.parser.snapshot()
         if st["state"] == "stopped" and parsed.get("phase") not in ("failed",):
             parsed = dict(parsed, phase="stopped") if self.follower.path else parsed
-        return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed)
+        return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
+                    timeline=self.follower.parser.phase_durations())
 
     def start(self) -> str:
         live, _ = statefile.read_live(cleanup=True)

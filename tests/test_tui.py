@@ -162,3 +162,21 @@ async def test_no_nvml_says_why(qhome):
         await pilot.pause(0.1)
         text = " ".join(str(w.render()) for w in app.screen.query("#gpus Static"))
         assert "no NVIDIA driver" in text
+
+
+async def test_ledger_panel_puts_the_plan_beside_the_log(qhome):
+    """The repo's 14B/TP=2 plan beside scripted log figures; a >5% difference is marked."""
+    from tui.widgets.ledger_panel import LedgerPanel
+
+    parsed = dict(PARSED, kv_cache_tokens=73_000, max_concurrency=5.0, kv_cache_gib=6.7)
+    app, _ = app_with([Poll(state=READY, parsed=parsed)], qhome)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.plan is not None, tries=100)
+        assert app.screen.plan["kv_bytes_per_token"] == 196_608
+        assert app.screen.plan["kv_bytes_per_token_per_gpu"] == 98_304
+        assert await wait_until(pilot, lambda: app.screen.parsed.get("kv_cache_tokens") == 73_000)
+        from backend.ledger import compare
+        rows = {r["name"]: r for r in compare(app.screen.plan, app.screen.parsed)}
+        assert rows["KV cache tokens"]["off"] is False  # ~73k predicted
+        assert rows["max concurrency"]["off"] is True  # 5.0x logged vs ~9x planned
+        app.screen.query_one(LedgerPanel)

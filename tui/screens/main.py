@@ -118,7 +118,7 @@ class MainScreen(Screen):
         self.state = poll.state
         settings = self.app.settings
         self.query_one(StatusBar).show(poll.state, settings.base_url, settings.served_name)
-        self.query_one(FiguresPanel).show(poll.parsed)
+        self.query_one(FiguresPanel).show(poll.parsed, poll.timeline)
         if poll.parsed != self.parsed:
             self.parsed = poll.parsed
             if self.plan:

@@ -43,10 +43,12 @@ class FiguresPanel(Static):
         self.border_title = "startup figures"
         self.show({})
 
-    def show(self, parsed: dict[str, Any]) -> None:
+    def show(self, parsed: dict[str, Any], timeline: list | None = None) -> None:
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold")
         table.add_column()
         for name, value in rows(parsed):
             table.add_row(name, value)
+        for phase, _start, seconds in timeline or []:
+            table.add_row(f"  ▸ {phase}", "…" if seconds is None else f"{seconds:.1f} s")
         self.update(table)
