@@ -180,3 +180,25 @@ async def test_ledger_panel_puts_the_plan_beside_the_log(qhome):
         assert rows["KV cache tokens"]["off"] is False  # ~73k predicted
         assert rows["max concurrency"]["off"] is True  # 5.0x logged vs ~9x planned
         app.screen.query_one(LedgerPanel)
+
+
+async def test_level_filter_and_search(qhome):
+    lines = ["(APIServer pid=1) INFO 11-29 08:00:00 [a.py:1] fine",
+             "(APIServer pid=1) WARNING 11-29 08:00:01 [a.py:2] careful",
+             "(EngineCore pid=2) ERROR 11-29 08:00:02 [core.py:3] EngineCore failed to start.",
+             "(APIServer pid=1) INFO 11-29 08:00:03 [a.py:4] KV cache size: 10 tokens"]
+    app, _ = app_with([Poll(state={"state": "failed"}, lines=lines, new_log=True)], qhome)
+    async with app.run_test(size=(140, 40)) as pilot:
+        log = app.screen.query_one(LogPane)
+        assert await wait_until(pilot, lambda: len(log.lines) == 4)
+        await pilot.press("l")
+        assert [ln.split()[2] for ln in log.lines] == ["WARNING", "ERROR"]
+        await pilot.press("l")
+        assert len(log.lines) == 1 and "failed to start" in log.lines[0]
+        await pilot.press("l")
+        assert len(log.lines) == 4
+        await pilot.press("slash")
+        await pilot.press(*"kv cache", "enter")
+        assert list(log.lines) == [lines[3]] and "search 'kv cache'" in log.border_title
+        await pilot.press("escape")
+        assert len(log.lines) == 4

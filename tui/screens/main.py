@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 
 from tui.messages import ActionFinished, GpusSampled, PlanReady, ServerPolled
 from tui.widgets.failure_banner import FailureBanner
@@ -29,6 +29,9 @@ class MainScreen(Screen):
         Binding("x", "stop", "Stop", id="stop"),
         Binding("r", "restart", "Restart", id="restart"),
         Binding("q", "quit_console", "Quit", id="quit"),
+        Binding("slash", "search", "Search log", id="search"),
+        Binding("l", "cycle_level", "Level filter", id="level"),
+        Binding("escape", "clear_filters", "Clear filters", id="clear", show=False),
     ]
 
     def compose(self) -> ComposeResult:
@@ -40,6 +43,7 @@ class MainScreen(Screen):
                 yield FiguresPanel(id="figures")
                 yield LedgerPanel(id="ledger")
                 yield Vertical(id="gpus")
+        yield Input(placeholder="search the log (enter: filter, esc: clear)", id="search")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -112,7 +116,7 @@ class MainScreen(Screen):
         poll = message.poll
         log = self.query_one(LogPane)
         if poll.new_log:
-            log.clear()
+            log.reset()
         if poll.lines:
             log.append_lines(poll.lines)
         self.state = poll.state
@@ -159,6 +163,28 @@ class MainScreen(Screen):
 
     def action_restart(self) -> None:
         self._run_action("restart")
+
+    def action_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Submitted, "#search")
+    def search_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(LogPane).set_view(search=event.value.strip())
+        event.input.display = False
+        self.query_one(LogPane).focus()
+
+    def action_cycle_level(self) -> None:
+        from tui.widgets.log_pane import LEVELS
+
+        log = self.query_one(LogPane)
+        log.set_view(level=LEVELS[(LEVELS.index(log.level) + 1) % len(LEVELS)])
+
+    def action_clear_filters(self) -> None:
+        box = self.query_one("#search", Input)
+        box.value, box.display = "", False
+        self.query_one(LogPane).set_view(level="all", search="")
 
     def action_quit_console(self) -> None:
         self.app.request_quit(self.state.get("state", "stopped"))
