@@ -290,10 +290,16 @@ def cmd_chat(args) -> int:
         else:
             _err(f"{e.message}\n  fix: {e.fix}")
         return 1
+    from backend.ledger import plan_for_console
+
+    plan, _ = plan_for_console(settings)
+    ceiling = plan.get("decode_tokens_per_s_ceiling") if plan else None
     if args.json:
-        _print_json(result.as_dict())
+        _print_json(dict(result.as_dict(), decode_tokens_per_s_ceiling=ceiling))
     else:
         tps = f"{result.tokens_per_s:.1f} tok/s" if result.tokens_per_s else "n/a"
+        if ceiling:
+            tps += f" (batch-1 ceiling ≤ {ceiling:.0f} tok/s)"
         ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
         print(f"\n[{result.completion_tokens} tokens, TTFT {ttft}, {tps}, finish {result.finish_reason}]",
               file=sys.stderr)
