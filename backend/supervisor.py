@@ -231,6 +231,8 @@ class Supervisor:
                 await self._terminate("stop")
             rc = await exited
             if not self._stop_requested.is_set():
+                # Say so at once; the diagnosis follows once the log is drained.
+                self._set("failed", f"exit code {rc}; cleaning up what it left")
                 await self._reap_leftovers()  # orphans hold the pipe open: clean them, then drain
             try:
                 await asyncio.wait_for(reader, timeout=5)
