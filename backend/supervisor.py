@@ -192,7 +192,7 @@ class Supervisor:
                     if now - self._health_fail_since > grace:
                         self.failure = {"kind": "engine_dead", "message": f"/health failing for {grace:.0f} s",
                                         "fix": "see the log; the server is restarted if console.restart allows"}
-                        await self._terminate("health")
+                        await self._terminate()
                         return
                 await asyncio.sleep(0.25 if self.state == "starting" else interval)
 
@@ -203,7 +203,7 @@ class Supervisor:
         except (httpx.HTTPError, ValueError, AttributeError):
             self.served_models = []
 
-    async def _terminate(self, why: str) -> None:
+    async def _terminate(self) -> None:
         """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout."""
         from backend import procs
 
@@ -228,7 +228,7 @@ class Supervisor:
             if stop_wait in done and not exited.done():
                 self.parser.stop_requested()
                 self._set("stopping", "SIGTERM to the process group")
-                await self._terminate("stop")
+                await self._terminate()
             rc = await exited
             if not self._stop_requested.is_set():
                 # Say so at once; the diagnosis follows once the log is drained.
@@ -275,7 +275,6 @@ class Supervisor:
             self.parser.process_exited(rc)
             self.failure = self.failure or self.parser.snapshot().get("failure") or {
                 "kind": "unknown", "message": f"vLLM exited with code {rc}", "fix": "see the log"}
-            await self._reap_leftovers()
             kind = self.failure.get("kind")
             self._set("failed", f"exit code {rc}: {kind}")
             now = time.time()
