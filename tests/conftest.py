@@ -20,3 +20,15 @@ def qhome(tmp_path, monkeypatch):
 @pytest.fixture
 def repo_config():
     return ROOT / "config.toml"
+
+
+@pytest.fixture(scope="session")
+def vllm_lock():
+    """Serialise everything that starts a real vLLM server on this machine (tests, benchmarks,
+    other checkouts): they share port 8011 and assert that no stray vLLM process runs.
+    From a shell: ``flock /tmp/qwen-tui-vllm.lock <command>``."""
+    import fcntl
+
+    with open("/tmp/qwen-tui-vllm.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield

@@ -29,7 +29,7 @@ def vllm_processes() -> list[psutil.Process]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, vllm_lock):
     home = tmp_path_factory.mktemp("e2e-home")
     old = os.environ.get("QWEN_TUI_HOME")
     os.environ["QWEN_TUI_HOME"] = str(home)
@@ -134,7 +134,7 @@ def test_stop_leaves_no_process(server):
     assert vllm_processes() == []
 
 
-def test_bad_argument_fails_without_restart_loop(tmp_path, monkeypatch):
+def test_bad_argument_fails_without_restart_loop(tmp_path, monkeypatch, vllm_lock):
     monkeypatch.setenv("QWEN_TUI_HOME", str(tmp_path / "home"))
     r = cli("--demo", "--set", 'server.extra_args=["--no-such-flag"]', "serve", "--detach", timeout=60)
     assert r.returncode == 0, r.stderr
