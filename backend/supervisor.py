@@ -59,7 +59,7 @@ class Supervisor:
 
     def __init__(self, settings: Settings, launch: Launch, *, on_line: Callable[[str], None] | None = None,
                  on_state: Callable[[Transition], None] | None = None, state_path: Path | None = None,
-                 logs_dir: Path | None = None, restart: str | None = None) -> None:
+                 logs_dir: Path | None = None, restart: str | None = None, gpus: Any = None) -> None:
         self.settings = settings
         self.launch = launch
         self.on_line = on_line
@@ -82,6 +82,10 @@ class Supervisor:
         self._stop_requested = asyncio.Event()
         self._health_fail_since: float | None = None
         self._pgid: int | None = None
+        # a backend.gpu.GpuMonitor, to verify that a stop released the GPU memory; opened in run()
+        # when not given (it never raises: no NVML just means the check is skipped and said so)
+        self.gpus = gpus
+        self.gpu_release: dict[str, Any] | None = None
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
@@ -116,6 +120,7 @@ class Supervisor:
             "settings": self.settings.snapshot(),
             "failure": snap.get("failure") if self.state in ("failed", "backoff") else self.failure,
             "stop_report": self.stop_report,
+            "gpu_release": self.gpu_release,
             "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
                                                  "max_concurrency", "max_concurrency_tokens",
                                                  "weights_gib", "weights_seconds", "phase")},
@@ -204,8 +209,9 @@ class Supervisor:
             self.served_models = []
 
     async def _terminate(self) -> None:
-        """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout."""
-        from backend import procs
+        """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout,
+        then check with NVML that the GPU memory those processes held is released."""
+        from backend import orphans, procs
 
         pids = procs.group_members(self._pgid) if self._pgid else []
         if self.proc and self.proc.returncode is None:
@@ -213,8 +219,10 @@ class Supervisor:
         if not pids:
             return
         timeout = float(self.settings.console["stop_timeout"])
-        report = await asyncio.to_thread(procs.terminate, self._pgid, sorted(set(pids)), timeout)
-        self.stop_report = report.summary()
+        done = await asyncio.to_thread(orphans.stop_verified, self._pgid, sorted(set(pids)), timeout,
+                                       self.gpus)
+        self.stop_report = done.summary()
+        self.gpu_release = done.release.to_dict()
 
     async def _run_once(self) -> int:
         await self._spawn()
@@ -254,18 +262,31 @@ class Supervisor:
 
     async def _reap_leftovers(self) -> None:
         """After the API process is gone, make sure nothing of its group survives."""
-        from backend import procs
+        from backend import orphans, procs
 
         if self._pgid is None:
             return
         left = procs.group_members(self._pgid)
         if left:
-            report = await asyncio.to_thread(procs.terminate, self._pgid, left, 5.0)
-            self.stop_report = f"{self.stop_report or ''}; leftovers: {report.summary()}".strip("; ")
+            done = await asyncio.to_thread(orphans.stop_verified, self._pgid, left, 5.0, self.gpus)
+            self.stop_report = f"{self.stop_report or ''}; leftovers: {done.summary()}".strip("; ")
+            self.gpu_release = done.release.to_dict()
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> int:
         """Run until stopped (exit code 0) or failed for good (1)."""
+        if self.gpus is None and self.settings.planner.get("device") != "cpu":
+            from backend.gpu import GpuMonitor
+            from backend.orphans import configured_gpus
+
+            self.gpus = await asyncio.to_thread(GpuMonitor, configured_gpus(self.settings.env))
+        try:
+            return await self._run_loop()
+        finally:
+            if self.gpus is not None:
+                self.gpus.shutdown()
+
+    async def _run_loop(self) -> int:
         while True:
             rc = await self._run_once()
             if self._stop_requested.is_set():

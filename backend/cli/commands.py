@@ -53,25 +53,10 @@ def global_argv(args) -> list[str]:
     return out
 
 
-def _orphans(settings: Settings) -> list:
-    from backend import gpu, procs
+def _orphans(settings: Settings):
+    from backend import orphans
 
-    found = procs.find_vllm_processes()
-    mon = gpu.GpuMonitor()
-    try:
-        if mon.available():
-            found = procs.with_gpu_memory(found, mon.processes())
-    finally:
-        mon.shutdown()
-    return found
-
-
-def _describe_orphans(found) -> str:
-    lines = []
-    for p in found:
-        mem = f", GPU {p.gpu_bytes / 2**30:.1f} GiB" if p.gpu_bytes else ""
-        lines.append(f"  pid {p.pid}: {p.name} ({p.cmdline[:80]}){mem}")
-    return "\n".join(lines)
+    return orphans.scan(settings.env)
 
 
 def _preflight(args, settings: Settings):
@@ -94,10 +79,10 @@ def _preflight(args, settings: Settings):
         return None, 2
     if not getattr(args, "allow_orphans", False):
         found = _orphans(settings)
-        if found:
-            _err("vLLM processes that no console owns are running and may hold GPU memory:\n"
-                 + _describe_orphans(found)
-                 + "\n  kill them with `qwen-tui stop --orphans` (these pids only), "
+        if found.processes:
+            _err("processes that no console owns are running and may hold GPU memory:\n"
+                 + found.describe()
+                 + "\n  kill them with `qwen-tui stop --orphans` (these pids only; `--pid N` for one), "
                    "or start anyway with --allow-orphans")
             return None, 1
     return launch, 0
@@ -177,23 +162,52 @@ def cmd_status(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    if args.orphans:
-        from backend import procs
-
-        settings = load_settings(args)
-        found = _orphans(settings)
-        if not found:
-            print("no orphaned vLLM processes")
-            return 0
-        print("killing:\n" + _describe_orphans(found))
-        report = procs.kill_pids([p.pid for p in found])
-        print(report.summary())
-        return 0 if not report.survivors else 1
+    if args.orphans or args.pid or args.list:
+        return _stop_orphans(args)
     from backend import client
 
     ok, msg = client.stop()
-    print(msg)
+    if args.json:
+        final = statefile.read() or {}
+        _print_json({"ok": ok, "summary": msg, "state": client.status()["state"],
+                     "gpu_release": final.get("gpu_release")})
+    else:
+        print(msg)
     return 0 if ok else 1
+
+
+def _stop_orphans(args) -> int:
+    """List the orphans, and kill all of them or exactly the pids asked for (never by pattern)."""
+    from backend import orphans
+    from backend.gpu import GpuMonitor
+
+    settings = load_settings(args)
+    mon = GpuMonitor(orphans.configured_gpus(settings.env))
+    try:
+        found = orphans.scan(settings.env, monitor=mon)
+        listing = found.to_dict()
+        if args.list or not found.processes:
+            if args.json:
+                _print_json({"ok": True, "orphans": listing, "killed": [], "summary": None})
+            else:
+                print(found.describe() if found.processes else "no orphaned vLLM or GPU processes")
+            return 0
+        targets = args.pid or found.pids
+        try:
+            done = orphans.kill(targets, found, monitor=mon)
+        except ValueError as e:
+            _err(f"{e}\n  found:\n{found.describe() or '  nothing'}")
+            return 1
+    finally:
+        mon.shutdown()
+    if args.json:
+        _print_json({"ok": done.ok, "orphans": listing, "killed": sorted(targets),
+                     "summary": done.summary(), "gpu_release": done.release.to_dict()})
+    else:
+        print("killed:\n" + "\n".join("  " + orphans.describe(p) for p in found.processes
+                                        if p.pid in targets))
+        print(done.summary())
+    return 0 if done.ok else 1
 
 
 def cmd_logs(args) -> int:
@@ -326,7 +340,11 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 def _stop_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--orphans", action="store_true",
-                   help="kill vLLM processes that no console owns (the pids listed, nothing else)")
+                   help="kill the vLLM/GPU processes that no console owns (the pids listed, nothing else)")
+    p.add_argument("--pid", type=int, action="append", metavar="N",
+                   help="with --orphans: kill only this pid (repeatable); it must be one of those found")
+    p.add_argument("--list", action="store_true", help="list the orphans, kill nothing")
+    _json_arg(p)
 
 
 def _logs_args(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,237 @@
+"""Processes that hold (or may hold) the GPUs without belonging to the supervised server.
+
+Before every start the console and ``qwen-tui serve`` look for vLLM processes no supervisor owns
+(``VLLM::EngineCore``, ``VLLM::Worker*``, ``vllm serve``, ``vllm.entrypoints``) and for NVML compute
+processes on the configured GPUs. The user sees pid, role, command and memory, and may kill
+exactly the pids they pick: nothing is ever killed by name pattern, and a pid that was not in the
+scan (or that has since been reused by another program) is refused.
+
+After a stop, ``wait_released`` checks with NVML that the GPU memory the stopped pids held is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from backend import procs, statefile
+from backend.procs import ProcInfo, StopReport
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class OrphanScan:
+    processes: list[ProcInfo]
+    gpu_indices: list[int] | None  # the GPUs looked at (None: all, or NVML not available)
+    nvml: str | None  # why NVML was not used, or None when it was
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    @property
+    def gpu_bytes(self) -> int:
+        return sum(p.gpu_bytes or 0 for p in self.processes)
+
+    def find(self, pid: int) -> ProcInfo | None:
+        return next((p for p in self.processes if p.pid == pid), None)
+
+    def describe(self) -> str:
+        return "\n".join("  " + describe(p) for p in self.processes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"processes": [asdict(p) for p in self.processes], "gpu_indices": self.gpu_indices,
+                "gpu_bytes": self.gpu_bytes, "nvml": self.nvml}
+
+
+def describe(p: ProcInfo) -> str:
+    mem = f", GPU {p.gpu_bytes / GIB:.1f} GiB" if p.gpu_bytes else ""
+    rss = f", RSS {p.rss_bytes / GIB:.1f} GiB" if p.rss_bytes else ""
+    return f"pid {p.pid} {p.role}: {p.cmdline[:80] or p.name}{mem}{rss}"
+
+
+def configured_gpus(server_env: dict[str, Any] | None = None) -> list[int] | None:
+    """NVML indices the server will use: CUDA_VISIBLE_DEVICES from ``[server] env`` or this
+    process's environment when it lists plain integers; None (= all GPUs) otherwise."""
+    value = (server_env or {}).get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if value is None:
+        return None
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not all(v.isdigit() for v in items):
+        return None  # UUIDs or MIG names: look at every GPU rather than guess
+    return [int(v) for v in items]
+
+
+def _owned_pids() -> set[int]:
+    """The supervised server's processes (its group and descendants) and its supervisor."""
+    data, _ = statefile.read_live(cleanup=False)
+    if not data:
+        return set()
+    owned = {data.get("supervisor_pid")}
+    pid, pgid = data.get("pid"), data.get("pgid")
+    if pid:
+        owned.add(pid)
+        owned.update(procs.descendants(pid))
+    if pgid:
+        owned.update(procs.group_members(pgid))
+    return {p for p in owned if p}
+
+
+def scan(server_env: dict[str, Any] | None = None, monitor: Any = None,
+         exclude_pids: Iterable[int] = ()) -> OrphanScan:
+    """vLLM processes and GPU compute processes that the live supervisor does not own.
+
+    ``monitor`` is a ``backend.gpu.GpuMonitor`` (one is opened and closed here when None)."""
+    owned = _owned_pids() | set(exclude_pids)
+    found = procs.find_vllm_processes(exclude_pids=owned)
+    indices = configured_gpus(server_env)
+    own_monitor = monitor is None
+    if own_monitor:
+        from backend.gpu import GpuMonitor
+
+        monitor = GpuMonitor()
+    try:
+        if not monitor.available():
+            return OrphanScan(found, None, monitor.reason or "NVML not available")
+        per_gpu = monitor.processes_by_gpu()
+        on_ours: dict[int, int | None] = {}
+        for index, held in per_gpu.items():
+            if indices is not None and index not in indices:
+                continue
+            for pid, used in held.items():
+                if pid in owned:
+                    continue
+                on_ours[pid] = None if used is None and on_ours.get(pid) is None else \
+                    (on_ours.get(pid) or 0) + (used or 0)
+        return OrphanScan(procs.with_gpu_memory(found, on_ours), indices, None)
+    finally:
+        if own_monitor:
+            monitor.shutdown()
+
+
+def kill(pids: Iterable[int], found: OrphanScan, timeout: float = 5.0, monitor: Any = None) -> Stopped:
+    """Stop exactly ``pids`` (and their descendants). Each must be in ``found`` and still be the
+    same process (same start time); anything else raises ValueError before a signal is sent."""
+    pids = list(dict.fromkeys(pids))
+    for pid in pids:
+        info = found.find(pid)
+        if info is None:
+            raise ValueError(f"pid {pid} is not one of the processes found: refusing to kill it")
+        if info.create_time is not None and not procs.is_same_process(pid, info.create_time):
+            raise ValueError(f"pid {pid} has exited or now belongs to another program: not killed")
+    return stop_verified(None, pids, timeout, monitor)
+
+
+@dataclass
+class Stopped:
+    stop: StopReport
+    release: ReleaseReport
+
+    @property
+    def ok(self) -> bool:
+        return self.stop.ok and self.release.ok
+
+    def summary(self) -> str:
+        if not self.release.checked and self.release.reason is None:
+            return self.stop.summary()  # no GPU monitor was asked for (a CPU server)
+        return f"{self.stop.summary()}; {self.release.summary()}"
+
+
+def stop_verified(pgid: int | None, pids: Iterable[int], timeout: float, monitor: Any = None,
+                  release_timeout: float = 10.0, **terminate_kw: Any) -> Stopped:
+    """``procs.terminate`` then ``wait_released``: SIGTERM, SIGKILL after ``timeout``, no process
+    left, and (where NVML works) no GPU memory left with any of them."""
+    pids = list(pids)
+    everyone = set(pids)
+    for pid in pids:
+        everyone.update(procs.descendants(pid))
+    if pgid is not None:
+        everyone.update(procs.group_members(pgid))
+    held = gpu_holders(monitor, everyone)
+    used_before = gpu_used(monitor)
+    report = procs.terminate(pgid, pids, timeout, **terminate_kw)
+    release = wait_released(monitor, held, timeout=release_timeout, used_before=used_before)
+    return Stopped(report, release)
+
+
+# ------------------------------------------------------------------ GPU memory release
+
+
+@dataclass
+class ReleaseReport:
+    checked: bool  # False: NVML not available (reason says why)
+    held_before: dict[int, int | None] = field(default_factory=dict)  # pid -> bytes before the stop
+    still_held: dict[int, int | None] = field(default_factory=dict)  # pid -> bytes after waiting
+    seconds: float = 0.0
+    reason: str | None = None
+    # memory used on the monitored GPUs, summed, before the stop and after the wait: the only
+    # evidence inside a container, where NVML lists host pids that match nothing here
+    used_before: int | None = None
+    used_after: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.still_held
+
+    def summary(self) -> str:
+        if not self.checked:
+            return f"GPU memory not checked ({self.reason or 'no NVML'})"
+        used = ""
+        if self.used_before is not None and self.used_after is not None:
+            used = f" (GPUs: {self.used_before / GIB:.1f} -> {self.used_after / GIB:.1f} GiB used)"
+        if self.still_held:
+            pids = ", ".join(f"pid {p}" + (f" {b / GIB:.1f} GiB" if b else "")
+                             for p, b in sorted(self.still_held.items()))
+            return f"GPU memory NOT released after {self.seconds:.1f} s: {pids}{used}"
+        if not self.held_before:
+            return "no GPU memory was held by these processes" + used
+        total = sum(b or 0 for b in self.held_before.values())
+        n = len(self.held_before)
+        return (f"GPU memory released: {total / GIB:.1f} GiB of {n} process{'es' if n != 1 else ''}"
+                f" in {self.seconds:.1f} s{used}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checked": self.checked, "ok": self.ok, "seconds": round(self.seconds, 2),
+                "held_before": {str(k): v for k, v in self.held_before.items()},
+                "still_held": {str(k): v for k, v in self.still_held.items()},
+                "used_before": self.used_before, "used_after": self.used_after,
+                "reason": self.reason, "summary": self.summary()}
+
+
+def gpu_used(monitor: Any) -> int | None:
+    """Memory used on the monitored GPUs, summed (None when NVML gives no figure)."""
+    if monitor is None or not monitor.available():
+        return None
+    values = [s.memory_used_bytes for s in monitor.sample()]
+    return None if not values or any(v is None for v in values) else sum(values)
+
+
+def gpu_holders(monitor: Any, pids: Iterable[int]) -> dict[int, int | None]:
+    """pid -> GPU bytes for those of ``pids`` that NVML lists as compute processes."""
+    if monitor is None or not monitor.available():
+        return {}
+    held = monitor.processes()
+    return {pid: held[pid] for pid in pids if pid in held}
+
+
+def wait_released(monitor: Any, held_before: dict[int, int | None], timeout: float = 10.0,
+                  poll: float = 0.2, used_before: int | None = None) -> ReleaseReport:
+    """Wait until NVML no longer lists any pid of ``held_before``; report what it saw.
+    ``used_before``: ``gpu_used(monitor)`` taken before the stop, to report before -> after."""
+    if monitor is None:
+        return ReleaseReport(False, dict(held_before))
+    if not monitor.available():
+        return ReleaseReport(False, dict(held_before), reason=monitor.reason or "NVML not available")
+    start = time.monotonic()
+    still: dict[int, int | None] = {}
+    while True:
+        now_held = monitor.processes()
+        still = {pid: now_held[pid] for pid in held_before if pid in now_held}
+        if not still or time.monotonic() - start >= timeout:
+            break
+        time.sleep(poll)
+    return ReleaseReport(True, dict(held_before), still, time.monotonic() - start,
+                         used_before=used_before, used_after=gpu_used(monitor))

@@ -1,0 +1,109 @@
+"""Supervisor stop paths in seconds, not minutes: the launched program is a stand-in process tree
+(an "API server" that prints vLLM log lines and starts a child titled ``VLLM::EngineCore`` in its
+group), not vLLM and not an HTTP server; NVML is a double that lists the tree's live pids as GPU
+holders. The same paths run against real vLLM in test_e2e.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+from backend import procs
+from backend.command import Launch, VllmInstall
+from backend.settings import load
+from backend.supervisor import Supervisor
+
+GIB = 2**30
+
+STAND_IN = r"""
+import subprocess, sys, time
+print("INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", flush=True)
+child = "import time\nopen('/proc/self/comm','w').write('VLLM::EngineCore')\nwhile True: time.sleep(1)"
+subprocess.Popen([sys.executable, "-c", child])
+print("INFO 11-29 10:00:01 [core.py:1] waiting for engine", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+class GroupOnGpu:
+    """NVML double: every live member of the supervised group holds 4 GiB on GPU 0."""
+
+    reason = None
+
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+        self.shut = False
+
+    def available(self) -> bool:
+        return True
+
+    def processes_by_gpu(self):
+        pgid = self.sup._pgid
+        return {0: {pid: 4 * GIB for pid in (procs.group_members(pgid) if pgid else [])}}
+
+    def processes(self):
+        return dict(self.processes_by_gpu()[0])
+
+    def sample(self):
+        from types import SimpleNamespace
+        return [SimpleNamespace(memory_used_bytes=GIB + sum(self.processes().values()))]
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+def _supervisor(qhome, restart="never") -> Supervisor:
+    settings = load(None, demo=False, overrides=["console.stop_timeout=5", "server.port=1"])
+    launch = Launch([sys.executable, "-c", STAND_IN], {}, VllmInstall(None, None, sys.executable), [])
+    sup = Supervisor(settings, launch, restart=restart)
+    sup.gpus = GroupOnGpu(sup)
+    return sup
+
+
+async def _until(pred, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def _engine(sup: Supervisor) -> list[int]:
+    return [p for p in procs.group_members(sup._pgid) if p != sup.proc.pid] if sup._pgid else []
+
+
+async def test_stop_reports_time_and_released_gpu_memory(qhome) -> None:
+    sup = _supervisor(qhome)
+    run = asyncio.create_task(sup.run())
+    await _until(lambda: sup.state == "starting" and len(_engine(sup)) == 1)
+    pgid = sup._pgid
+    sup.request_stop()
+    assert await asyncio.wait_for(run, 30) == 0
+    assert sup.state == "stopped"
+    assert procs.group_members(pgid) == []
+    assert sup.stop_report.startswith("stopped in")
+    assert "GPU memory released: 8.0 GiB of 2 processes" in sup.stop_report
+    rel = sup.gpu_release
+    assert rel["checked"] and rel["ok"] and len(rel["held_before"]) == 2
+    assert rel["used_before"] == 9 * GIB and rel["used_after"] == GIB
+    assert sup.gpus.shut  # closed with the supervisor
+
+
+async def test_killed_api_process_leaves_an_orphan_that_is_cleaned_and_its_memory_checked(qhome) -> None:
+    sup = _supervisor(qhome)
+    run = asyncio.create_task(sup.run())
+    await _until(lambda: sup.state == "starting" and len(_engine(sup)) == 1)
+    engine = _engine(sup)[0]
+    os.kill(sup.proc.pid, signal.SIGKILL)
+    assert await asyncio.wait_for(run, 30) == 1  # restart="never": failed for good
+    assert sup.state == "failed"
+    assert not psutil.pid_exists(engine) or psutil.Process(engine).status() == psutil.STATUS_ZOMBIE
+    assert "leftovers: stopped in" in sup.stop_report and "GPU memory released: 4.0 GiB" in sup.stop_report
+    assert sup.status()["gpu_release"]["held_before"] == {str(engine): 4 * GIB}
