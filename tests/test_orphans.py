@@ -161,3 +161,33 @@ def test_release_wording_without_nvml_or_without_holders() -> None:
     stopped = orphans.Stopped(orphans.StopReport(1.25, [1], [], []), orphans.wait_released(None, {}))
     assert stopped.summary() == "stopped in 1.2 s"  # no monitor asked for (CPU server): not mentioned
     assert orphans.wait_released(None, {}).to_dict()["checked"] is False
+
+
+def _cli(*args: str):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "backend.cli", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, env=os.environ.copy())
+    return r, (json.loads(r.stdout) if r.stdout.strip().startswith("{") else None)
+
+
+def test_cli_lists_then_kills_exactly_the_pid_asked_for(spawn, qhome) -> None:
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    p = tree.pids
+    r, out = _cli("stop", "--orphans", "--list", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = {d["pid"]: d for d in out["orphans"]["processes"]}
+    assert {p["api"], p["engine"], p["tp0"], p["tp1"]} <= set(listed) and out["killed"] == []
+    assert listed[p["engine"]]["role"] == "engine_core"
+    assert all(_alive(pid) for pid in p.values())  # --list kills nothing
+    r, out = _cli("stop", "--orphans", "--pid", str(p["helper"]), "--json")
+    assert r.returncode == 1 and "not one of the processes found" in r.stderr and _alive(p["helper"])
+    r, out = _cli("stop", "--orphans", "--pid", str(p["tp1"]), "--json")
+    assert r.returncode == 0, r.stderr
+    assert out["ok"] and out["killed"] == [p["tp1"]] and out["summary"].startswith("stopped in")
+    assert not _alive(p["tp1"]) and _alive(p["tp0"]) and _alive(p["engine"])
