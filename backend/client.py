@@ -154,12 +154,24 @@ class ServerClient:
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
                     timeline=self.follower.parser.phase_durations())
 
-    def start(self) -> str:
+    def start(self, allow_orphans: bool = False) -> str:
         live, _ = statefile.read_live(cleanup=True)
         if live and live.get("state") not in ("stopped", "failed"):
             return f"already {live.get('state')} (supervisor pid {live.get('supervisor_pid')})"
-        data = start_detached(self.global_argv)
+        data = start_detached(self.global_argv, allow_orphans=allow_orphans)
         return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"
+
+    def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None):
+        """Processes no supervisor owns that hold (or may hold) the GPUs: backend.orphans.OrphanScan."""
+        from backend import orphans
+
+        return orphans.scan(server_env, monitor=gpus)
+
+    def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None):
+        """Kill exactly these pids of ``found`` and check their GPU memory: backend.orphans.Stopped."""
+        from backend import orphans
+
+        return orphans.kill(pids, found, monitor=gpus)
 
     def stop(self) -> str:
         ok, msg = stop()

@@ -123,6 +123,8 @@ def test_kill_only_the_chosen_pid_and_verify_its_gpu_memory_is_released(spawn, q
     assert done.release.held_before == {p["tp0"]: 10 * GIB} and done.release.still_held == {}
     assert done.release.used_before == 22 * GIB and done.release.used_after == 12 * GIB  # + 1 GiB base each
     assert "GPU memory released: 10.0 GiB of 1 process" in done.summary()
+    # tp0 is now a zombie (its parent does not reap it): exited, holding nothing, not an orphan
+    assert p["tp0"] not in orphans.scan({}, monitor=mon).pids
 
 
 def test_kill_refuses_pids_that_were_not_found_or_were_reused(spawn, qhome) -> None:

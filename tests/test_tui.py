@@ -36,9 +36,27 @@ class ScriptedClient:
             return self.last
         return Poll(state=self.last.state, parsed=self.last.parsed)
 
-    def start(self) -> str:
-        self.actions.append("start")
+    orphan_scan = None  # an OrphanScan to report before a start (None: nothing found)
+
+    def start(self, allow_orphans: bool = False) -> str:
+        self.actions.append("start --allow-orphans" if allow_orphans else "start")
         return "started"
+
+    def scan_orphans(self, server_env, gpus=None):
+        from backend import orphans
+
+        found = self.orphan_scan
+        if found is not None:  # what a real scan would now find: the pids still alive
+            found = orphans.scan(server_env, monitor=NoNvml())
+            found = orphans.OrphanScan([p for p in found.processes if p.pid in self.orphan_scan.pids],
+                                       None, "test")
+        return found or orphans.OrphanScan([], None, "test")
+
+    def kill_orphans(self, pids, found, gpus=None):
+        from backend import orphans
+
+        self.actions.append(f"kill {' '.join(map(str, pids))}")
+        return orphans.kill(pids, found)  # real: the test's own titled processes
 
     def stop(self) -> str:
         self.actions.append("stop")
@@ -47,6 +65,16 @@ class ScriptedClient:
     def restart(self) -> str:
         self.actions.append("restart")
         return "restarted"
+
+
+class NoNvml:
+    reason = "no NVML in tests"
+
+    def available(self) -> bool:
+        return False
+
+    def shutdown(self) -> None:
+        pass
 
 
 READY = {"state": "ready", "uptime_s": 75, "restarts": 0}
@@ -91,11 +119,11 @@ async def test_log_status_and_figures_follow_the_source(qhome):
 async def test_keys_start_stop_restart_reach_the_client(qhome):
     app, client = app_with([Poll(state={"state": "stopped"})], qhome)
     async with app.run_test() as pilot:
-        for key, action in (("s", "start"), ("x", "stop"), ("r", "restart")):
+        for key, action in (("s", "start"), ("x", "stop"), ("r", "start")):
             await pilot.press(key)
             assert await wait_until(pilot, lambda: client.actions and client.actions[-1] == action)
             assert await wait_until(pilot, lambda: not app.screen.busy)
-        assert client.actions == ["start", "stop", "restart"]
+        assert client.actions == ["start", "stop", "stop", "start"]  # restart: stop, look, start
 
 
 async def test_failure_banner_shows_the_fix(qhome):

@@ -37,3 +37,28 @@ class PlanReady(Message):
     def __init__(self, plan: dict | None, error: str | None = None) -> None:
         super().__init__()
         self.plan, self.error = plan, error
+
+
+class SettingSaved(Message):
+    """A settings edit was written (`saved`: a backend.setting_rows.Saved) or refused (`error`)."""
+
+    def __init__(self, saved=None, error: str | None = None) -> None:
+        super().__init__()
+        self.saved, self.error = saved, error
+
+
+class OrphansScanned(Message):
+    """Before a start: processes no supervisor owns (a backend.orphans.OrphanScan). `done` says
+    what already happened (a restart's stop)."""
+
+    def __init__(self, scan, done: str = "") -> None:
+        super().__init__()
+        self.scan, self.done = scan, done
+
+
+class OrphanKilled(Message):
+    """A targeted kill finished: `stopped` (backend.orphans.Stopped) and a fresh scan, or `error`."""
+
+    def __init__(self, pid: int, stopped=None, scan=None, error: str | None = None) -> None:
+        super().__init__()
+        self.pid, self.stopped, self.scan, self.error = pid, stopped, scan, error

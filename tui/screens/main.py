@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from tui.messages import ActionFinished, GpusSampled, PlanReady, ServerPolled
+from tui.messages import ActionFinished, GpusSampled, OrphansScanned, PlanReady, ServerPolled
 from tui.widgets.failure_banner import FailureBanner
 from tui.widgets.figures_panel import FiguresPanel
 from tui.widgets.gpu_panel import GpuPanel
@@ -142,12 +142,43 @@ class MainScreen(Screen):
 
     @work(group="action", exclusive=True, exit_on_error=False)
     async def run_action_worker(self, action: str) -> None:
+        """stop runs at once; start (and restart, after its stop) first looks for orphans."""
         client = self.app.client
         try:
-            text = await asyncio.to_thread(getattr(client, action))
-            self.post_message(ActionFinished(action, text))
+            if action == "stop":
+                self.post_message(ActionFinished(action, await asyncio.to_thread(client.stop)))
+                return
+            done = ""
+            if action == "restart":
+                done = await asyncio.to_thread(client.stop) + "; "
+            scan = await asyncio.to_thread(client.scan_orphans, self.app.settings.env, self.app.gpus)
+            self.post_message(OrphansScanned(scan, done))
         except Exception as e:
             self.post_message(ActionFinished(action, str(e), error=True))
+
+    @on(OrphansScanned)
+    def orphans_scanned(self, message: OrphansScanned) -> None:
+        if not message.scan.processes:
+            self.start_worker(False, message.done)
+            return
+        from tui.screens.orphans import OrphanScreen
+
+        def chosen(choice: str | None) -> None:
+            if choice is None:
+                self.post_message(ActionFinished("start", message.done + "not started (orphans left running)",
+                                                 error=True))
+            else:
+                self.start_worker(choice == "force", message.done)
+
+        self.app.push_screen(OrphanScreen(message.scan, self.app.client, self.app.gpus), chosen)
+
+    @work(group="start", exclusive=True, exit_on_error=False)
+    async def start_worker(self, allow_orphans: bool, done: str = "") -> None:
+        try:
+            text = await asyncio.to_thread(self.app.client.start, allow_orphans)
+            self.post_message(ActionFinished("start", done + text))
+        except Exception as e:
+            self.post_message(ActionFinished("start", done + str(e), error=True))
 
     @on(ActionFinished)
     def action_finished(self, message: ActionFinished) -> None:
