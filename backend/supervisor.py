@@ -36,6 +36,7 @@ PERMANENT_FAILURES = {
 }
 BACKOFF_START_S = 5.0
 BACKOFF_CAP_S = 300.0
+STARTING_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class Supervisor:
                 now = time.time()
                 if ok and self.state == "starting":
                     self.ready_at = now
-                    await self._fetch_models(client)
+                    await self._fetch_models(client)  # one loopback request: a few ms
                     self._set("ready", f"{now - (self.started_at or now):.1f} s after launch")
                 elif ok:
                     self._health_fail_since = None
@@ -199,11 +200,13 @@ class Supervisor:
                                         "fix": "see the log; the server is restarted if console.restart allows"}
                         await self._terminate()
                         return
-                await asyncio.sleep(0.25 if self.state == "starting" else interval)
+                # while starting, a refused connection on loopback costs microseconds: poll often,
+                # so READY follows /health's first 200 closely (benchmarks/bench_ready_latency.py)
+                await asyncio.sleep(STARTING_POLL_S if self.state == "starting" else interval)
 
     async def _fetch_models(self, client: httpx.AsyncClient) -> None:
         try:
-            data = (await client.get("/v1/models")).json()
+            data = (await client.get("/v1/models", timeout=1.0)).json()
             self.served_models = [m.get("id") for m in data.get("data", [])]
         except (httpx.HTTPError, ValueError, AttributeError):
             self.served_models = []
