@@ -98,6 +98,41 @@ async def test_new_console_reattaches_with_the_earlier_log(server):
         app.exit()
 
 
+async def test_console_chat_streams_a_reply_with_its_figures(server):
+    """c opens the chat; the reply streams from the real server; TTFT and tok/s appear under it
+    and the measured tok/s reaches the ledger panel beside the ceiling."""
+    from textual.widgets import Markdown, Static
+
+    from backend.client import ServerClient
+    from backend.settings import load
+    from tui.app import make_app
+    from tui.widgets.chat_pane import ChatPane
+
+    app = make_app(load(demo=True), ServerClient(["--demo"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        async def until(pred, timeout=60):
+            t = time.time()
+            while time.time() - t < timeout:
+                if pred():
+                    return True
+                await pilot.pause(0.1)
+            return False
+
+        await pilot.press("c", *"Hello there", "enter")
+        pane = app.screen.query_one(ChatPane)
+        figures = lambda: [str(w.render()) for w in pane.query(".figures").results(Static)  # noqa: E731
+                           if "TTFT" in str(w.render())]
+        assert await until(lambda: figures() and not pane.streaming), pane.query(".error").first().render() \
+            if pane.query(".error") else "no reply"
+        line = figures()[0]
+        assert "tok/s" in line and "tokens after" in line and "finish: " in line
+        reply = pane.query(Markdown).last().source
+        assert reply and reply == pane.conversation.last_reply()
+        assert pane.conversation.turns[0] == {"role": "user", "content": "Hello there"}
+        assert app.screen.measured_tps and app.screen.measured_tps > 0
+        app.exit()
+
+
 def test_kill_9_api_process_fails_cleans_orphans_and_restarts(server):
     before = status()
     api_pid = before["pid"]

@@ -62,3 +62,21 @@ class OrphanKilled(Message):
     def __init__(self, pid: int, stopped=None, scan=None, error: str | None = None) -> None:
         super().__init__()
         self.pid, self.stopped, self.scan, self.error = pid, stopped, scan, error
+
+
+class ChatDelta(Message):
+    """Reply text that arrived (deltas coalesced for about 50 ms)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class ChatFinished(Message):
+    """A reply ended: `result` (backend.chat.ChatResult) with its figures, or `error` and `fix`.
+    Bubbles up so the main screen can put the measured tokens/s beside the ledger's ceiling."""
+
+    def __init__(self, result, line: str, error: str | None = None, fix: str | None = None,
+                 cancelled: bool = False) -> None:
+        super().__init__()
+        self.result, self.line, self.error, self.fix, self.cancelled = result, line, error, fix, cancelled

@@ -1,4 +1,4 @@
-"""MainScreen: status line, live log, startup figures, failure banner; keys s/x/r/q."""
+"""MainScreen: status line, live log, startup figures, failure banner; keys s/x/r/q, e settings."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
-from tui.messages import ActionFinished, GpusSampled, OrphansScanned, PlanReady, ServerPolled
+from tui.messages import ActionFinished, ChatFinished, GpusSampled, OrphansScanned, PlanReady, ServerPolled
+from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
 from tui.widgets.figures_panel import FiguresPanel
 from tui.widgets.gpu_panel import GpuPanel
@@ -31,6 +32,8 @@ class MainScreen(Screen):
         Binding("q", "quit_console", "Quit", id="quit"),
         Binding("slash", "search", "Search log", id="search"),
         Binding("l", "cycle_level", "Level filter", id="level"),
+        Binding("c", "chat", "Chat/Log", id="chat"),
+        Binding("e", "settings", "Settings", id="settings"),
         Binding("escape", "clear_filters", "Clear filters", id="clear", show=False),
     ]
 
@@ -38,7 +41,11 @@ class MainScreen(Screen):
         yield StatusBar(id="status")
         yield FailureBanner(id="failure")
         with Horizontal(id="body"):
-            yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log")
+            with TabbedContent(id="tabs", initial="tab-log"):
+                with TabPane("Log", id="tab-log"):
+                    yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log")
+                with TabPane("Chat", id="tab-chat"):
+                    yield ChatPane(id="chat")
             with Vertical(id="side"):
                 yield FiguresPanel(id="figures")
                 yield LedgerPanel(id="ledger")
@@ -71,7 +78,25 @@ class MainScreen(Screen):
     @on(PlanReady)
     def plan_ready(self, message: PlanReady) -> None:
         self.plan, self.plan_error = message.plan, message.error
+        self.query_one(ChatPane).ceiling = (self.plan or {}).get("decode_tokens_per_s_ceiling")
         self._show_ledger()
+
+    @on(ChatFinished)
+    def chat_finished(self, message: ChatFinished) -> None:
+        tps = message.result.tokens_per_s if message.result is not None else None
+        if tps:  # the measured decode rate, beside the ledger's batch-1 ceiling
+            self.measured_tps = tps
+            if self.plan:
+                self._show_ledger()
+
+    def action_chat(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == "tab-chat":
+            tabs.active = "tab-log"
+            self.query_one(LogPane).focus()
+        else:
+            tabs.active = "tab-chat"
+            self.query_one(ChatPane).focus_input()
 
     def _show_ledger(self) -> None:
         from backend.ledger import compare
@@ -219,3 +244,14 @@ class MainScreen(Screen):
 
     def action_quit_console(self) -> None:
         self.app.request_quit(self.state.get("state", "stopped"))
+
+    def action_settings(self) -> None:
+        from tui.screens.settings import SettingsScreen
+
+        self.app.push_screen(SettingsScreen(lambda: self.state.get("state")), self._settings_closed)
+
+    def _settings_closed(self, result: str | None) -> None:
+        if result:  # something was saved: the plan for the settings now in the file
+            self.compute_plan()
+        if result == "restart":
+            self.action_restart()

@@ -1,0 +1,62 @@
+"""One chat conversation in the console: its turns, the request's messages, the figures line.
+
+Plain data; the console's ChatPane renders it and backend.chat streams each reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.chat import ChatResult
+
+
+@dataclass
+class Conversation:
+    system_prompt: str = ""
+    turns: list[dict[str, str]] = field(default_factory=list)  # {"role": "user"|"assistant", "content"}
+
+    def messages(self, user_text: str) -> list[dict[str, str]]:
+        """What to send for a new user message: system prompt, earlier turns, the new message."""
+        head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return head + [dict(t) for t in self.turns] + [{"role": "user", "content": user_text}]
+
+    def record(self, user_text: str, reply: str) -> None:
+        """Keep a finished exchange. A failed or empty reply keeps nothing, so a retry resends cleanly."""
+        if reply:
+            self.turns += [{"role": "user", "content": user_text}, {"role": "assistant", "content": reply}]
+
+    def clear(self) -> None:
+        self.turns.clear()
+
+    def last_reply(self) -> str | None:
+        return next((t["content"] for t in reversed(self.turns) if t["role"] == "assistant"), None)
+
+    def transcript(self) -> str:
+        """The conversation as Markdown (what `copy all` puts on the clipboard)."""
+        return "\n\n".join(f"**{t['role']}**: {t['content']}" for t in self.turns)
+
+
+def figures(result: ChatResult, ceiling: float | None = None) -> dict[str, Any]:
+    """The numbers shown under a reply (and given to the ledger panel)."""
+    return {"ttft_ms": None if result.ttft_s is None else result.ttft_s * 1000,
+            "tokens_per_s": result.tokens_per_s, "completion_tokens": result.completion_tokens,
+            "prompt_tokens": result.prompt_tokens, "finish_reason": result.finish_reason,
+            "ceiling_tokens_per_s": ceiling, "total_s": result.total_s}
+
+
+def figures_line(result: ChatResult, ceiling: float | None = None) -> str:
+    """"TTFT 84 ms · 41.3 tok/s (batch-1 ceiling ≤ 63) · 128 tokens · finish: length (chat.max_tokens)"."""
+    parts = [f"TTFT {result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "TTFT n/a"]
+    tps = result.tokens_per_s
+    rate = f"{tps:.1f} tok/s" if tps else "tok/s n/a"
+    if ceiling:
+        rate += f" (batch-1 ceiling ≤ {ceiling:.0f})"
+    parts.append(rate)
+    if result.completion_tokens is not None:
+        prompt = f" after {result.prompt_tokens} prompt" if result.prompt_tokens is not None else ""
+        parts.append(f"{result.completion_tokens} tokens{prompt}")
+    if result.finish_reason:
+        hint = " (cut at chat.max_tokens)" if result.finish_reason == "length" else ""
+        parts.append(f"finish: {result.finish_reason}{hint}")
+    return " · ".join(parts)

@@ -1,0 +1,39 @@
+"""Pilot tests of the chat tab without a server: the error is explained, nothing is kept.
+The streaming path runs against real vLLM in test_e2e.py."""
+
+from __future__ import annotations
+
+import socket
+
+from textual.widgets import Input, Static, TabbedContent
+
+from backend.client import Poll
+from test_tui import app_with, wait_until
+from tui.widgets.chat_pane import ChatPane
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+async def test_c_opens_the_chat_and_a_dead_server_is_explained(qhome):
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome, f"server.port={_closed_port()}")
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.press("c")
+        assert app.screen.query_one(TabbedContent).active == "tab-chat"
+        box = app.screen.query_one("#chat-input", Input)
+        assert box.has_focus
+        await pilot.press(*"hello", "enter")
+        pane = app.screen.query_one(ChatPane)
+        errors = lambda: [str(w.render()) for w in pane.query(".error").results(Static)]  # noqa: E731
+        assert await wait_until(pilot, lambda: errors())
+        assert "cannot connect" in errors()[0] and "fix: start the server" in errors()[0]
+        assert pane.conversation.turns == [] and not pane.streaming
+        assert app.screen.measured_tps is None
+        await pilot.press("escape")  # leaves the input; c goes back to the log
+        await pilot.press("c")
+        assert app.screen.query_one(TabbedContent).active == "tab-log"

@@ -1,0 +1,146 @@
+"""ChatPane: a conversation with the local server, streamed into Markdown, with the figures people
+watch (time to first token, tokens/s beside the batch-1 ceiling) under each reply."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Input, Markdown, Static
+
+from backend.chat import ChatError, ChatResult, stream_chat
+from backend.conversation import Conversation, figures_line
+from tui.messages import ChatDelta, ChatFinished
+
+COALESCE_S = 0.05  # join deltas for 50 ms: Markdown keeps up to ~20 appends/s
+
+
+class ChatPane(Vertical):
+    DEFAULT_CSS = """
+    ChatPane { height: 1fr; }
+    ChatPane #chat-log { height: 1fr; padding: 0 1; }
+    ChatPane .user { color: $accent; margin-top: 1; text-style: bold; }
+    ChatPane .reply { margin: 0; }
+    ChatPane .figures { color: $text-muted; }
+    ChatPane .error { color: $error; }
+    ChatPane #chat-input { dock: bottom; }
+    """
+    BINDINGS = [
+        Binding("escape", "stop_or_leave", "Stop reply / leave", id="chat-stop"),
+        Binding("ctrl+n", "new_conversation", "New chat", id="chat-new"),
+        Binding("ctrl+y", "copy_reply", "Copy reply", id="chat-copy"),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.conversation = Conversation()
+        self.ceiling: float | None = None  # the ledger's batch-1 decode ceiling, when known
+        self.streaming = False
+        self._reply: Markdown | None = None
+        self._stream = None
+
+    def compose(self) -> ComposeResult:
+        yield VerticalScroll(Static("Ask the served model something. enter: send · esc: stop the reply · "
+                                    "ctrl+n: new chat · ctrl+y: copy the last reply", classes="figures"),
+                             id="chat-log")
+        yield Input(placeholder="message (enter: send)", id="chat-input")
+
+    def on_mount(self) -> None:
+        self.conversation.system_prompt = self.app.settings.chat["system_prompt"]
+
+    def focus_input(self) -> None:
+        self.query_one("#chat-input", Input).focus()
+
+    @on(Input.Submitted, "#chat-input")
+    async def submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.streaming:
+            self.app.notify("a reply is still streaming: esc stops it", severity="warning")
+            return
+        event.input.value = ""
+        log = self.query_one("#chat-log", VerticalScroll)
+        self._reply = Markdown(classes="reply")
+        await log.mount_all([Static(f"› {text}", classes="user", markup=False), self._reply])
+        log.anchor()
+        self._stream = Markdown.get_stream(self._reply)
+        self.streaming = True
+        self.ask(text)
+
+    @work(group="chat", exclusive=True, exit_on_error=False)
+    async def ask(self, text: str) -> None:
+        """Stream one reply; post deltas and the end. Never touches widgets."""
+        settings = self.app.settings
+        result = ChatResult()
+        pending: list[str] = []
+        last = time.monotonic()
+        try:
+            async for delta in stream_chat(settings.base_url, settings.served_name,
+                                           self.conversation.messages(text),
+                                           max_tokens=int(settings.chat["max_tokens"]),
+                                           temperature=float(settings.chat["temperature"]),
+                                           api_key=settings.server.get("api_key"), result=result):
+                pending.append(delta.text)
+                if time.monotonic() - last >= COALESCE_S:
+                    self.post_message(ChatDelta("".join(pending)))
+                    pending, last = [], time.monotonic()
+            if pending:
+                self.post_message(ChatDelta("".join(pending)))
+            self.conversation.record(text, result.text)
+            self.post_message(ChatFinished(result, figures_line(result, self.ceiling)))
+        except ChatError as e:
+            self.post_message(ChatFinished(result, "", error=e.message, fix=e.fix))
+        except asyncio.CancelledError:
+            self.conversation.record(text, result.text)  # what arrived stays in the history
+            self.post_message(ChatFinished(result, figures_line(result, self.ceiling) + " · stopped",
+                                           cancelled=True))
+            raise
+        except Exception as e:  # never a traceback on screen
+            self.post_message(ChatFinished(result, "", error=f"{type(e).__name__}: {e}"))
+
+    @on(ChatDelta)
+    async def delta(self, message: ChatDelta) -> None:
+        message.stop()
+        if self._stream is not None:
+            await self._stream.write(message.text)
+
+    @on(ChatFinished)
+    async def finished(self, message: ChatFinished) -> None:
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+        self.streaming = False
+        log = self.query_one("#chat-log", VerticalScroll)
+        if message.error:
+            await log.mount(Static(f"{message.error}\n  fix: {message.fix or 'see the server log'}",
+                                   classes="error", markup=False))
+        else:
+            await log.mount(Static(message.line, classes="figures", markup=False))
+        # bubbles on to the screen (the ledger panel shows the measured tokens/s)
+
+    def action_stop_or_leave(self) -> None:
+        if self.streaming:
+            self.workers.cancel_group(self, "chat")
+        else:
+            self.screen.set_focus(None)
+
+    async def action_new_conversation(self) -> None:
+        if self.streaming:
+            self.workers.cancel_group(self, "chat")
+        self.conversation.clear()
+        log = self.query_one("#chat-log", VerticalScroll)
+        await log.remove_children()
+        await log.mount(Static("new conversation", classes="figures"))
+
+    def action_copy_reply(self) -> None:
+        reply = self.conversation.last_reply()
+        if not reply:
+            self.app.notify("no reply to copy yet", severity="warning")
+            return
+        self.app.copy_to_clipboard(reply)  # OSC 52: reaches the SSH client's clipboard
+        self.app.notify(f"copied {len(reply)} characters (OSC 52; in tmux: set -g set-clipboard on)")
