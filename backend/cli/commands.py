@@ -276,6 +276,12 @@ def cmd_parse_log(args) -> int:
     return run_parse_log(args.file, args.json)
 
 
+def cmd_doctor(args) -> int:
+    from backend.doctor import run_doctor
+
+    return run_doctor(load_settings(args), args.json)
+
+
 def cmd_chat(args) -> int:
     from backend.chat import ChatError, ChatResult, stream_chat
 
@@ -371,6 +377,7 @@ COMMANDS = {
     "logs": (cmd_logs, "print the server log", _logs_args),
     "print-command": (cmd_print_command, "print the environment and vllm serve line", _json_arg),
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
+    "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
     "chat": (cmd_chat, "stream one chat completion from the server", _chat_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),

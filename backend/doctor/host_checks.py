@@ -1,0 +1,217 @@
+"""Checks 8-12: /dev/shm, the HTTP port, the model files, disk space for a download, the server's state."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+from backend.doctor.context import GiB, MiB, SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, gb, gib, plural
+
+
+# -- 8. /dev/shm -------------------------------------------------------------------------------------
+def check_shm(ctx: Context) -> Check:
+    path, multi = ctx.env.shm_path, ctx.world > 1
+    try:
+        st = ctx.env.statvfs(path)
+    except OSError as e:
+        if not multi:
+            return Check("shm", "skip", f"cannot read {path} ({e.strerror or e}); one process group needs little")
+        return Check("shm", "warn", f"cannot read {path} ({e.strerror or e}); NCCL needs shared memory", SHM_FIX)
+    total, free = st.f_frsize * st.f_blocks, st.f_frsize * st.f_bavail
+    fmt = lambda b: f"{b / MiB:.0f} MiB" if b < GiB else gib(b)  # noqa: E731
+    msg = f"{path}: {fmt(total)}, {fmt(free)} free"
+    why = f"; vLLM/NCCL with {ctx.world} GPU processes need shared memory" if multi else ""
+    if total <= SHM_FAIL:
+        return Check("shm", "fail" if multi else "warn", f"{msg} (Docker's default is 64 MiB){why}", SHM_FIX)
+    if total < SHM_WARN and multi:
+        return Check("shm", "warn", f"{msg}, under 1 GiB{why}", SHM_FIX)
+    if free <= SHM_FAIL and multi:
+        return Check("shm", "warn", f"{msg}: almost full{why}",
+                     f"remove stale files in {path} (left by killed runs), or {SHM_FIX}")
+    return Check("shm", "ok", msg)
+
+
+# -- 9. port -----------------------------------------------------------------------------------------
+def check_port(ctx: Context) -> Check:
+    host, port = str(ctx.server.get("host") or "0.0.0.0"), int(ctx.server["port"])
+    err = ctx.env.bind(host, port)
+    if err is None:
+        return Check("port", "ok", f"{host}:{port} is free")
+    st = ctx.status
+    if ctx.ours_running and st.get("port") == port:
+        return Check("port", "ok", f"{host}:{port} is held by the supervised server "
+                     f"(vLLM pid {st.get('pid')}, {st.get('state')})")
+    if err.errno == errno.EADDRINUSE:
+        holders = ctx.env.port_holders(port)
+        who = ", ".join(f"pid {pid} {name}" for pid, name in holders)
+        stop = f"stop {who}" if holders else "stop the process that holds it (ss -ltnp shows it)"
+        return Check("port", "fail", f"port {port} on {host} is in use" + (f" by {who}" if who else ""),
+                     f"another port: --set server.port={port + 1} (or server.port in config.toml), or {stop}")
+    if err.errno == errno.EADDRNOTAVAIL:
+        return Check("port", "fail", f"cannot bind {host}:{port}: {err.strerror or err} "
+                     "(not an address of this machine)", "server.host = \"127.0.0.1\" (or \"0.0.0.0\")")
+    if err.errno == errno.EACCES:
+        return Check("port", "fail", f"no permission to bind {host}:{port}", "server.port above 1023")
+    return Check("port", "warn", f"cannot bind {host}:{port}: {err.strerror or err}")
+
+
+# -- 10/11. model files and disk ---------------------------------------------------------------------
+def hf_cache_root(download_dir: str | None, env: dict[str, str], home: Path) -> Path:
+    """Where vLLM looks for (and downloads) a repo id: --download-dir, else huggingface_hub's cache."""
+    if download_dir:
+        return Path(download_dir).expanduser()
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(key):
+            return Path(env[key]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    xdg = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else home / ".cache"
+    return xdg / "huggingface" / "hub"
+
+
+def _snapshot(repo_dir: Path) -> Path | None:
+    try:
+        ref = (repo_dir / "refs" / "main").read_text(encoding="ascii").strip()
+        if (repo_dir / "snapshots" / ref).is_dir():
+            return repo_dir / "snapshots" / ref
+    except OSError:
+        pass
+    snaps = [s for s in (repo_dir / "snapshots").glob("*") if s.is_dir()]
+    return max(snaps, key=lambda s: s.stat().st_mtime) if snaps else None
+
+
+def folder_problems(folder: Path) -> tuple[str | None, str]:
+    """(what is wrong or None, a summary of what is there) for a model folder."""
+    from backend.ledger.safetensors_count import count_dir
+
+    if not (folder / "config.json").is_file():
+        return f"no config.json in {folder}", ""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = sorted(set((json.loads(index.read_text(encoding="utf-8")).get("weight_map") or {}).values()))
+        except (OSError, ValueError, AttributeError) as e:
+            return f"{index.name} is unreadable ({e})", ""
+        missing = [s for s in shards if not (folder / s).is_file()]
+        empty = [s for s in shards if s not in missing and (folder / s).stat().st_size == 0]
+        if missing or empty:
+            parts = ([f"missing: {', '.join(missing)}"] if missing else []) + \
+                    ([f"empty: {', '.join(empty)}"] if empty else [])
+            return f"{len(missing) + len(empty)} of {len(shards)} shards in {index.name} are " + "; ".join(parts), ""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        bins = sorted(folder.glob("*.bin"))
+        if bins:
+            return None, f"{len(bins)} .bin weight file(s)"
+        return f"no *.safetensors (or *.bin) weights in {folder}", ""
+    count = count_dir(folder)
+    if count is not None and count.bad_files:
+        names = ", ".join(Path(b).name for b in count.bad_files[:3])
+        return f"{len(count.bad_files)} weight file(s) shorter than their header says (interrupted copy?): {names}", ""
+    size = sum(f.stat().st_size for f in files)
+    return None, f"config.json and {len(files)} safetensors file(s), {gb(size)}"
+
+
+def _is_path(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~")) or model.count("/") > 1
+
+
+def check_model(ctx: Context) -> Check:
+    model = str(ctx.server.get("model") or "")
+    if not model:
+        return Check("model", "fail", "server.model is empty", "server.model = a repo id or a model folder")
+    path = Path(model).expanduser()
+    if path.is_dir():
+        bad, summary = folder_problems(path)
+        if bad:
+            return Check("model", "fail", f"{path}: {bad}",
+                         "copy the missing or broken files again (or download the model again) into that folder")
+        return Check("model", "ok", f"local folder {path}: {summary}")
+    if _is_path(model):
+        return Check("model", "fail", f"server.model = {model!r}: no such folder",
+                     "server.model = the folder that holds config.json, or a Hugging Face repo id")
+    root = hf_cache_root(ctx.server.get("download_dir"), ctx.server_env, ctx.env.home)
+    repo_dir = root / ("models--" + model.replace("/", "--"))
+    snap = _snapshot(repo_dir) if repo_dir.is_dir() else None
+    offline = any(ctx.server_env.get(k, "").strip().lower() in ("1", "true", "yes")
+                  for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    get = f"huggingface-cli download {model}" + (f" --cache-dir {root}" if ctx.server.get("download_dir") else "")
+    if snap is None:
+        size = _download_bytes(ctx)
+        what = f"{model} is not downloaded (looked in {repo_dir})"
+        elsewhere = [r for r in (hf_cache_root(None, ctx.server_env, ctx.env.home),
+                                 hf_cache_root(None, {}, ctx.env.home)) if r != root
+                     and _snapshot(r / repo_dir.name) is not None]
+        if elsewhere:
+            return Check("model", "fail" if offline else "warn",
+                         f"{what}, but it is in {elsewhere[0]}: vLLM looks only in {root}",
+                         f'server.download_dir = "{elsewhere[0]}"')
+        if offline:
+            return Check("model", "fail", f"{what} and HF_HUB_OFFLINE is set", f"{get} on a machine with network")
+        return Check("model", "warn", f"{what}: the first start downloads it"
+                     + (f" (~{gb(size)})" if size else ""), f"download it first: {get}")
+    bad, summary = folder_problems(snap)
+    partial = list((repo_dir / "blobs").glob("*.incomplete"))
+    if bad or partial:
+        extra = f"; {plural(len(partial), 'interrupted download')} in blobs/" if partial else ""
+        return Check("model", "fail" if offline or bad and not partial else "warn",
+                     f"{model} in {snap}: {bad or 'download not finished'}{extra}",
+                     f"finish the download: {get}")
+    return Check("model", "ok", f"{model} in the Hugging Face cache ({snap}): {summary}")
+
+
+def _download_bytes(ctx: Context) -> int | None:
+    led, _ = ctx.plan
+    return int(led.weights_bytes) if led is not None and led.weights_bytes else None
+
+
+def check_disk(ctx: Context) -> Check:
+    model = str(ctx.server.get("model") or "")
+    if not model or Path(model).expanduser().is_dir() or _is_path(model):
+        return Check("disk", "skip", "server.model is a local folder: nothing to download")
+    root = hf_cache_root(ctx.server.get("download_dir"), ctx.server_env, ctx.env.home)
+    probe = root
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        st = ctx.env.statvfs(str(probe))
+    except OSError as e:
+        return Check("disk", "warn", f"cannot read free space of {probe}: {e.strerror or e}")
+    free = st.f_frsize * st.f_bavail
+    model_check = ctx.results.get("model")
+    if model_check is not None and model_check.status == "ok":
+        return Check("disk", "ok", f"{gb(free)} free in {probe}; the model is already downloaded")
+    size = _download_bytes(ctx)
+    if size is None:
+        return Check("disk", "ok", f"{gb(free)} free in {probe}; model size unknown")
+    repo_dir = root / ("models--" + model.replace("/", "--"))
+    have = sum(f.stat().st_size for f in (repo_dir / "blobs").glob("*") if f.is_file()) if repo_dir.is_dir() else 0
+    need = max(0, size - have)
+    msg = f"{gb(free)} free in {probe}; the download needs ~{gb(need)}"
+    fix = f"free space there, or set server.download_dir to a folder on a disk with {gb(need * 1.1)} free"
+    if free < need:
+        return Check("disk", "fail", msg, fix)
+    if free < need * 1.1:
+        return Check("disk", "warn", msg + " (less than 10% to spare)", fix)
+    return Check("disk", "ok", msg)
+
+
+# -- 12. the supervised server -----------------------------------------------------------------------
+def check_server(ctx: Context) -> Check:
+    st = ctx.status
+    state = st.get("state") or "unknown"
+    note = f" ({st['note']})" if st.get("note") else ""
+    where = st.get("base_url") or (f"port {st['port']}" if st.get("port") else "")
+    failure = st.get("failure") or {}
+    if state == "stopped":
+        return Check("server", "ok", "not running" + note)
+    if state in ("ready", "starting", "stopping"):
+        up = f", up {st['uptime_s']:.0f} s" if isinstance(st.get("uptime_s"), (int, float)) else ""
+        return Check("server", "ok", f"{state} at {where} (vLLM pid {st.get('pid')}{up})" + note)
+    if state in ("failed", "backoff"):
+        what = f"{failure.get('kind')}: {failure.get('message')}" if failure else (st.get("detail") or "no detail")
+        head = "the last run failed" if state == "failed" else "restarting after a failure"
+        return Check("server", "warn", f"{head}: {what}" + note,
+                     failure.get("fix") or "qwen-tui logs shows the server log")
+    return Check("server", "warn", f"state {state}" + note)
