@@ -37,6 +37,17 @@ class QwenApp(App):
             except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (tests)
                 pass
 
+    def reload_settings(self, settings: Settings | None = None) -> Settings:
+        """Adopt settings saved from the console (or read them again: same file, --demo, --set)."""
+        from backend.setting_rows import reload
+
+        new = settings if settings is not None else reload(self.settings)
+        theme = new.console["theme"]
+        if theme != self.settings.console["theme"] and theme in self.available_themes:
+            self.theme = theme
+        self.settings = new
+        return new
+
     def request_quit(self, state: str) -> None:
         policy = self.settings.console["on_exit"]
         if state not in RUNNING or policy == "keep":

@@ -1,0 +1,343 @@
+"""What the settings screen shows and does, without the screen: one row per SCHEMA key, values as
+TOML text, where a save goes, what this run overrides (--demo, --set), and what needs a restart.
+
+Saves go to the file the console was started with (Settings.source), or to the XDG config file
+when it was started without one. Everything here is blocking and quick; `apply_edit` writes a
+file, so the console calls it from a worker thread.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from backend import paths
+from backend.settings import (SCHEMA, ConfigError, Key, Settings, atomic_write, check_value, load,
+                              parse_override, read_toml, save_setting)
+
+# Console keys the supervisor process reads when it starts: like [server], they apply on restart.
+SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_timeout", "restart",
+                   "restart_max_failures", "restart_window_s"}
+# Console keys read once when the console starts.
+CONSOLE_START_KEYS = {"gpu_interval_s", "log_max_lines"}
+# Supervisor states in which a server process runs (or is about to run again).
+RUNNING_STATES = ("starting", "ready", "backoff")
+
+_MISSING = object()
+
+
+def toml_text(value: Any) -> str:
+    """A value in the TOML form `--set` accepts; '' for None (not set: the key is not written)."""
+    import tomlkit
+
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        table.update(value)
+        return table.as_string()
+    return tomlkit.item(value).as_string()
+
+
+def type_text(spec: Key) -> str:
+    names = {int: "integer", float: "number", str: "string", bool: "true/false", list: "list",
+             dict: "table"}
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+
+
+def needs_restart(section: str, key: str) -> bool:
+    """Whether a change reaches a running server only when it restarts (the launch argv, its
+    environment, or what the supervisor reads when it starts)."""
+    return section == "server" or (section == "console" and key in SUPERVISOR_KEYS)
+
+
+def effect(section: str, key: str) -> str:
+    """When a saved change is used, in words."""
+    if needs_restart(section, key):
+        return "on the next server start or restart"
+    if section == "console" and key in CONSOLE_START_KEYS:
+        return "when the console starts again"
+    if section == "planner":
+        return "now: the plan is computed again"
+    if section == "chat":
+        return "on the next chat request"
+    return "now"
+
+
+def config_target(settings: Settings) -> Path:
+    """The file a save writes: the one this console read, else the XDG config file (which the
+    next start finds when there is no ./config.toml)."""
+    return Path(settings.source) if settings.source else paths.config_dir() / "config.toml"
+
+
+def set_keys(settings: Settings) -> dict[tuple[str, str], str]:
+    """(section, key) -> the --set text that overrides it for this run."""
+    out: dict[tuple[str, str], str] = {}
+    for text in settings.overrides:
+        try:
+            section, key, _ = parse_override(text)
+        except ConfigError:
+            continue
+        out[(section, "env" if key.startswith("env.") else key)] = text
+    return out
+
+
+def demo_keys(settings: Settings) -> set[tuple[str, str]]:
+    """(section, key) pairs --demo replaces, whatever the file says."""
+    if not settings.demo:
+        return set()
+    from backend import demo
+
+    marker = object()
+    values: dict[str, dict[str, Any]] = {sec: {k: marker for k in table} for sec, table in SCHEMA.items()}
+    demo.apply_demo(values)
+    return {(sec, k) for sec, table in values.items() for k, v in table.items() if v is not marker}
+
+
+def file_data(path: Path) -> dict[str, Any]:
+    """The file's own tables ({} when it does not exist yet). Raises ConfigError."""
+    return read_toml(path) if path.is_file() else {}
+
+
+@dataclass(frozen=True)
+class Row:
+    section: str
+    key: str
+    spec: Key
+    value: Any  # this run's value
+    file_value: Any  # the value written in the file; _MISSING when absent
+    source: str  # "default", "file", "demo" or "--set"
+    override: str = ""  # the --set text, for source "--set"
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.key}"
+
+    @property
+    def default(self) -> Any:
+        return self.spec.default
+
+    @property
+    def in_file(self) -> bool:
+        return self.file_value is not _MISSING
+
+    @property
+    def modified(self) -> bool:
+        return self.value != self.spec.default
+
+    @property
+    def forced(self) -> bool:
+        return self.source in ("demo", "--set")
+
+    @property
+    def value_text(self) -> str:
+        return toml_text(self.value) if self.value is not None else "(unset)"
+
+    @property
+    def default_text(self) -> str:
+        return toml_text(self.default) if self.default is not None else "(unset)"
+
+    @property
+    def edit_text(self) -> str:
+        """What the editor starts with: the file's value, since that is what a save changes; a
+        value forced by --demo/--set is never offered for saving."""
+        if self.forced:
+            return toml_text(self.file_value if self.in_file else self.default)
+        return toml_text(self.value)
+
+    @property
+    def choices_text(self) -> str:
+        if self.spec.choices:
+            return " | ".join(toml_text(c) for c in self.spec.choices)
+        return ""
+
+    @property
+    def restart(self) -> bool:
+        return needs_restart(self.section, self.key)
+
+    @property
+    def source_text(self) -> str:
+        if self.source == "--set":
+            return f"this run: --set {self.override}"
+        if self.source == "demo":
+            return "this run: forced by --demo"
+        return "from the file" if self.source == "file" else "default"
+
+
+def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[Row]:
+    """Every SCHEMA key, in schema order (server, console, planner, chat)."""
+    if data is None:
+        data = file_data(config_target(settings))
+    sets, demo = set_keys(settings), demo_keys(settings)
+    rows = []
+    for section, table in SCHEMA.items():
+        current = getattr(settings, section)
+        written = data.get(section) if isinstance(data.get(section), dict) else {}
+        for key, spec in table.items():
+            if (section, key) in sets:
+                source = "--set"
+            elif (section, key) in demo:
+                source = "demo"
+            else:
+                source = "file" if key in written else "default"
+            rows.append(Row(section, key, spec, current.get(key), written.get(key, _MISSING), source,
+                            sets.get((section, key), "")))
+    return rows
+
+
+def overrides_text(settings: Settings) -> list[str]:
+    """What this run overrides, one line each, for the screen's header."""
+    lines = []
+    demo = demo_keys(settings)
+    if demo:
+        other = sorted(f"{s}.{k}" for s, k in demo if s != "server")
+        lines.append("--demo replaces all of [server]" + (f" and {', '.join(other)}" if other else "")
+                     + " for this run; saves still go to the file, for runs without --demo")
+    sets = set_keys(settings)
+    if sets:
+        lines.append("--set for this run: " + ", ".join(sets.values()))
+    return lines
+
+
+@dataclass(frozen=True)
+class Edit:
+    section: str
+    key: str
+    value: Any
+    unset: bool  # remove the key from the file (its default applies)
+
+
+def parse_text(section: str, key: str, text: str) -> Edit:
+    """The editor's text as `--set` reads it, validated. Empty text removes the key from the file
+    (type "" for an empty string). Raises ConfigError with a message fit for the user."""
+    spec = SCHEMA.get(section, {}).get(key)
+    if spec is None:
+        raise ConfigError(f"unknown setting {section}.{key}")
+    raw = text.strip()
+    if not raw:
+        if spec.type is dict:
+            return Edit(section, key, {}, False)
+        return Edit(section, key, None, True)
+    _, _, value = parse_override(f"{section}.{key}={raw}")
+    if isinstance(value, str) and raw.startswith(("[", "{", '"', "'")):
+        # a bracket or quote that did not parse as TOML: say so, not "must be a list, got str"
+        try:
+            tomllib.loads(f"v = {raw}")
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{section}.{key}: not a TOML value: {e}") from None
+    return Edit(section, key, check_value(section, key, value), False)
+
+
+def _check_text(path: Path, text: str) -> None:
+    """Never write a file that would not load."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:  # pragma: no cover - tomlkit wrote it
+        raise ConfigError(f"{path}: the new text is not valid TOML, not saving: {e}") from None
+    for section, table in data.items():
+        for key, value in (table.items() if isinstance(table, dict) else ()):
+            check_value(section, key, value)
+
+
+def _write_doc(path: Path, change) -> None:
+    import tomlkit
+
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    try:
+        doc = tomlkit.parse(text)
+    except Exception as e:  # tomlkit's own ParseError subclasses
+        raise ConfigError(f"{path}: not valid TOML, not saving: {e}") from None
+    if not change(doc):
+        return
+    new_text = tomlkit.dumps(doc)
+    _check_text(path, new_text)
+    atomic_write(path, new_text)
+
+
+def _remove_key(path: Path, section: str, key: str) -> None:
+    def change(doc) -> bool:
+        if section in doc and key in doc[section]:
+            del doc[section][key]
+            return True
+        return False
+
+    _write_doc(path, change)
+
+
+def _save_table(path: Path, section: str, key: str, value: dict[str, Any]) -> None:
+    """A table value ([server.env]) changed name by name, so the comments inside it survive."""
+    import tomlkit
+
+    def change(doc) -> bool:
+        if section not in doc:
+            doc.add(section, tomlkit.table())
+        if key not in doc[section] or not isinstance(doc[section][key], dict):
+            doc[section][key] = tomlkit.table()
+        table = doc[section][key]
+        for name in [n for n in table if n not in value]:
+            del table[name]
+        for name, v in value.items():
+            if name not in table or table[name] != v:
+                table[name] = v
+        return True
+
+    _write_doc(path, change)
+
+
+def save_edit(path: Path, edit: Edit) -> None:
+    """Write one edit into the file: comment-preserving (tomlkit) and atomic."""
+    if edit.unset:
+        _remove_key(path, edit.section, edit.key)
+    elif isinstance(edit.value, dict):
+        _save_table(path, edit.section, edit.key, edit.value)
+    else:
+        save_setting(path, edit.section, edit.key, edit.value)
+
+
+def reload(settings: Settings, path: Path | None = None) -> Settings:
+    """The same run's settings read again: the same file (or `path`), --demo and --set."""
+    target = path or (Path(settings.source) if settings.source else None)
+    config = str(target) if target is not None and target.is_file() else None
+    return load(config=config, demo=settings.demo, overrides=list(settings.overrides))
+
+
+@dataclass
+class Saved:
+    path: Path
+    dotted: str
+    text: str  # the saved value as TOML ('' when removed)
+    settings: Settings  # reloaded
+    restart: bool  # the change reaches a running server only on restart
+    note: str  # what the user should know, in one line
+
+
+def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
+    """Validate, save into the config file, and load the settings again. Raises ConfigError
+    (and then writes nothing) for a bad value or an unreadable file."""
+    edit = parse_text(section, key, text)
+    path = config_target(settings)
+    save_edit(path, edit)
+    new = reload(settings, path)
+    dotted = f"{section}.{key}"
+    shown = "removed (default applies)" if edit.unset else f"= {toml_text(edit.value)}"
+    note = f"{dotted} {shown}, saved to {path}"
+    forced = set_keys(settings).get((section, key)) or ((section, key) in demo_keys(settings) and "--demo")
+    if forced:
+        note += f"; this run keeps {toml_text(getattr(new, section).get(key)) or '(unset)'} ({forced})"
+    else:
+        note += f"; used {effect(section, key)}"
+    return Saved(path, dotted, "" if edit.unset else toml_text(edit.value), new,
+                 needs_restart(section, key) and not forced, note)
+
+
+def offer_restart(saved: Saved, server_state: str | None) -> bool:
+    """Whether to offer a restart now: the change needs one and a server runs."""
+    return saved.restart and server_state in RUNNING_STATES
