@@ -189,3 +189,14 @@ async def test_demo_values_are_marked_and_not_offered_for_saving(cfg, tmp_path, 
     assert str(tmp_path / "demo-model") not in cfg.read_text()
     assert cfg.read_text() == before
     assert app.settings.server["model"] == str(tmp_path / "demo-model")
+
+
+async def test_a_theme_saved_applies_now(cfg):
+    app, _ = make(cfg)
+    async with app.run_test(size=(150, 45)) as pilot:
+        assert app.theme == "qwen-dark"
+        await open_at(pilot, app, "console.theme")
+        await edit(pilot, app, '"textual-light"')
+        assert await wait_until(pilot, lambda: app.theme == "textual-light")
+        assert "used now" in message(app)
+    assert 'theme = "textual-light"' in cfg.read_text()
