@@ -47,6 +47,7 @@ def status() -> dict[str, Any]:
             "restarts": data.get("restarts", 0), "log_path": data.get("log_path"),
             "detail": data.get("detail"), "failure": data.get("failure"),
             "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
+            "served_model_name": data.get("served_model_name"),
             "stop_report": data.get("stop_report"), **figures,
             "kv_cache_tokens": figures.get("kv_cache_tokens"),
             "max_concurrency": figures.get("max_concurrency")}

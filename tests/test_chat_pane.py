@@ -37,3 +37,20 @@ async def test_c_opens_the_chat_and_a_dead_server_is_explained(qhome):
         await pilot.press("escape")  # leaves the input; c goes back to the log
         await pilot.press("c")
         assert app.screen.query_one(TabbedContent).active == "tab-log"
+
+
+async def test_a_running_server_is_asked_at_its_own_address_not_the_edited_one(qhome):
+    """Settings saved while a server runs apply on restart: chat and status bar follow the server."""
+    port = _closed_port()
+    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "running-name"}
+    app, _ = app_with([Poll(state=state)], qhome, "server.port=9")
+    async with app.run_test(size=(150, 45)) as pilot:
+        pane = app.screen.query_one(ChatPane)
+        assert await wait_until(pilot, lambda: pane.endpoint is not None)
+        assert pane.endpoint == (f"http://127.0.0.1:{port}", "running-name")
+        await pilot.press("c", *"hi", "enter")
+        errors = lambda: [str(w.render()) for w in pane.query(".error").results(Static)]  # noqa: E731
+        assert await wait_until(pilot, lambda: errors())
+        assert f"127.0.0.1:{port}" in errors()[0]  # not :9 from the edited settings
+        from tui.widgets.status_bar import StatusBar
+        assert f":{port}" in app.screen.query_one(StatusBar).last_text

@@ -146,7 +146,12 @@ class MainScreen(Screen):
             log.append_lines(poll.lines)
         self.state = poll.state
         settings = self.app.settings
-        self.query_one(StatusBar).show(poll.state, settings.base_url, settings.served_name)
+        # while a server runs, its own address and name (settings saved since apply on restart)
+        live = poll.state if poll.state.get("state") in ("starting", "ready", "backoff", "stopping") else {}
+        base_url = live.get("base_url") or settings.base_url
+        name = live.get("served_model_name") or settings.served_name
+        self.query_one(StatusBar).show(poll.state, base_url, name)
+        self.query_one(ChatPane).endpoint = (base_url, name) if live else None
         self.query_one(FiguresPanel).show(poll.parsed, poll.timeline)
         if poll.parsed != self.parsed:
             self.parsed = poll.parsed

@@ -40,6 +40,8 @@ class ChatPane(Vertical):
         self.conversation = Conversation()
         self.ceiling: float | None = None  # the ledger's batch-1 decode ceiling, when known
         self.streaming = False
+        # (base_url, model) of the running server, set by the screen from each poll; None: settings
+        self.endpoint: tuple[str, str] | None = None
         self._reply: Markdown | None = None
         self._stream = None
 
@@ -80,7 +82,8 @@ class ChatPane(Vertical):
         pending: list[str] = []
         last = time.monotonic()
         try:
-            async for delta in stream_chat(settings.base_url, settings.served_name,
+            base_url, model = self.endpoint or (settings.base_url, settings.served_name)
+            async for delta in stream_chat(base_url, model,
                                            self.conversation.messages(text),
                                            max_tokens=int(settings.chat["max_tokens"]),
                                            temperature=float(settings.chat["temperature"]),
