@@ -80,3 +80,11 @@ class ChatFinished(Message):
                  cancelled: bool = False) -> None:
         super().__init__()
         self.result, self.line, self.error, self.fix, self.cancelled = result, line, error, fix, cancelled
+
+
+class DoctorReady(Message):
+    """The pre-flight checks (a list of backend.doctor.Check), or why they could not run."""
+
+    def __init__(self, checks: list, error: str | None = None) -> None:
+        super().__init__()
+        self.checks, self.error = checks, error

@@ -33,6 +33,7 @@ class MainScreen(Screen):
         Binding("slash", "search", "Search log", id="search"),
         Binding("l", "cycle_level", "Level filter", id="level"),
         Binding("c", "chat", "Chat/Log", id="chat"),
+        Binding("d", "doctor", "Doctor", id="doctor"),
         Binding("e", "settings", "Settings", id="settings"),
         Binding("escape", "clear_filters", "Clear filters", id="clear", show=False),
     ]
@@ -88,6 +89,11 @@ class MainScreen(Screen):
             self.measured_tps = tps
             if self.plan:
                 self._show_ledger()
+
+    def action_doctor(self) -> None:
+        from tui.screens.doctor import DoctorScreen
+
+        self.app.push_screen(DoctorScreen())
 
     def action_chat(self) -> None:
         tabs = self.query_one(TabbedContent)

@@ -1,0 +1,67 @@
+"""DoctorScreen: `qwen-tui doctor` in the console (key d): every pre-flight check, its figures and
+its fix, worst first. `r` runs them again, `esc` closes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Label
+
+from tui.messages import DoctorReady
+
+STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
+
+
+class DoctorScreen(ModalScreen[None]):
+    CSS_PATH = "doctor.tcss"
+    BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
+                Binding("escape", "dismiss", "Close", id="close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("running the checks…", id="summary")
+            yield DataTable(id="checks", cursor_type="row", zebra_stripes=True)
+            yield Label("r: run again   esc: close", id="keys")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for label, width in (("", 4), ("check", 14), ("found", 64), ("fix", 48)):
+            table.add_column(label, width=width)
+        self.run_doctor()
+
+    @work(group="doctor", exclusive=True, exit_on_error=False)
+    async def run_doctor(self) -> None:
+        from backend.doctor import Env, run_checks
+
+        try:
+            checks = await asyncio.to_thread(run_checks, self.app.settings, Env(monitor=self.app.gpus))
+            self.post_message(DoctorReady(checks))
+        except Exception as e:  # run_checks never raises by contract; be sure anyway
+            self.post_message(DoctorReady([], error=f"{type(e).__name__}: {e}"))
+
+    @on(DoctorReady)
+    def show(self, message: DoctorReady) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        summary = self.query_one("#summary", Label)
+        if message.error:
+            summary.update(Text(f"the checks could not run: {message.error}", "red"))
+            return
+        counts = {s: sum(c.status == s for c in message.checks) for s in RANK}
+        summary.update(Text(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed, "
+                            f"{counts['skip']} skipped", "bold red" if counts["fail"] else "bold"))
+        for c in sorted(message.checks, key=lambda c: RANK.get(c.status, 9)):
+            table.add_row(Text(c.status.upper(), STYLE.get(c.status, "")), c.name,
+                          Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"),
+                          key=c.name, height=None)
+
+    def action_rerun(self) -> None:
+        self.query_one("#summary", Label).update("running the checks…")
+        self.run_doctor()
