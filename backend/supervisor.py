@@ -81,6 +81,7 @@ class Supervisor:
         self.stop_report: str | None = None
         self.served_models: list[str] = []
         self._stop_requested = asyncio.Event()
+        self._engine_dead = asyncio.Event()  # set by an engine-death line; reset for each launch
         self._health_fail_since: float | None = None
         self._pgid: int | None = None
         # a backend.gpu.GpuMonitor, to verify that a stop released the GPU memory; opened in run()
@@ -140,6 +141,7 @@ class Supervisor:
         self.ready_at = None
         self._health_fail_since = None
         self.started_at = time.time()
+        self._engine_dead = asyncio.Event()
         self.proc = await asyncio.create_subprocess_exec(
             *self.launch.argv, env=self.launch.full_env(), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -171,6 +173,8 @@ class Supervisor:
             self.on_line(line)
         if any(type(e).__name__ in ("Figure", "Failure") for e in events):
             self._write_state()
+        if any(type(e).__name__ == "Failure" and e.kind == "engine_dead" for e in events):
+            self._engine_dead.set()  # the API process may linger, answering 500s: end this launch
 
     async def _watch_health(self) -> None:
         interval = float(self.settings.console["health_interval_s"])
@@ -235,11 +239,16 @@ class Supervisor:
             stop_wait = asyncio.create_task(self._stop_requested.wait())
             assert self.proc
             exited = asyncio.create_task(self._wait_exit())
-            done, _ = await asyncio.wait({exited, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            dead = asyncio.create_task(self._engine_dead.wait())
+            done, _ = await asyncio.wait({exited, stop_wait, dead}, return_when=asyncio.FIRST_COMPLETED)
             if stop_wait in done and not exited.done():
                 self.parser.stop_requested()
                 self._set("stopping", "SIGTERM to the process group")
                 await self._terminate()
+            elif dead in done and not exited.done():
+                self._set("failed", "the engine died; stopping what is left of this launch")
+                await self._terminate()
+            dead.cancel()
             rc = await exited
             if not self._stop_requested.is_set():
                 # Say so at once; the diagnosis follows once the log is drained.

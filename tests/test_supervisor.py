@@ -26,6 +26,11 @@ print("INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", fl
 child = "import time\nopen('/proc/self/comm','w').write('VLLM::EngineCore')\nwhile True: time.sleep(1)"
 subprocess.Popen([sys.executable, "-c", child])
 print("INFO 11-29 10:00:01 [core.py:1] waiting for engine", flush=True)
+if "--die" in sys.argv:
+    time.sleep(0.5)
+    print("(APIServer pid=1) ERROR 11-29 10:00:02 [async_llm.py:480] vllm.v1.engine.exceptions."
+          "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+          flush=True)
 while True:
     time.sleep(1)
 """
@@ -58,9 +63,9 @@ class GroupOnGpu:
         self.shut = True
 
 
-def _supervisor(qhome, restart="never") -> Supervisor:
+def _supervisor(qhome, restart="never", *args: str) -> Supervisor:
     settings = load(None, demo=False, overrides=["console.stop_timeout=5", "server.port=1"])
-    launch = Launch([sys.executable, "-c", STAND_IN], {}, VllmInstall(None, None, sys.executable), [])
+    launch = Launch([sys.executable, "-c", STAND_IN, *args], {}, VllmInstall(None, None, sys.executable), [])
     sup = Supervisor(settings, launch, restart=restart)
     sup.gpus = GroupOnGpu(sup)
     return sup
@@ -107,3 +112,17 @@ async def test_killed_api_process_leaves_an_orphan_that_is_cleaned_and_its_memor
     assert not psutil.pid_exists(engine) or psutil.Process(engine).status() == psutil.STATUS_ZOMBIE
     assert "leftovers: stopped in" in sup.stop_report and "GPU memory released: 4.0 GiB" in sup.stop_report
     assert sup.status()["gpu_release"]["held_before"] == {str(engine): 4 * GIB}
+
+
+async def test_an_engine_death_line_ends_a_lingering_launch_as_failed(qhome) -> None:
+    """The API process keeps running after its engine died (it would answer 500/503): the line
+    alone is enough to fail the launch, stop what is left and apply the restart policy."""
+    sup = _supervisor(qhome, "never", "--die")
+    states: list[str] = []
+    sup.on_state = lambda t: states.append(t.state)
+    run = asyncio.create_task(sup.run())
+    assert await asyncio.wait_for(run, 30) == 1
+    assert sup.state == "failed" and states[:2] == ["starting", "failed"]
+    assert sup.status()["failure"]["kind"] == "engine_dead"
+    assert "stopped in" in sup.stop_report  # it was alive: the supervisor stopped it
+    assert sup.restarts == 0
