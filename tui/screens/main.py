@@ -150,6 +150,8 @@ class MainScreen(Screen):
             log.reset()
         if poll.lines:
             log.append_lines(poll.lines)
+        if poll.new_log or poll.state.get("state") == "stopped":
+            self.query_one(LedgerPanel).border_subtitle = ""  # a new launch runs the saved settings
         self.state = poll.state
         settings = self.app.settings
         # while a server runs, its own address and name (settings saved since apply on restart)
@@ -264,5 +266,8 @@ class MainScreen(Screen):
     def _settings_closed(self, result: str | None) -> None:
         if result:  # something was saved: the plan for the settings now in the file
             self.compute_plan()
+            if result != "restart" and self.state.get("state") in ("starting", "ready", "backoff"):
+                # the log column is still the running server's: say the plan is ahead of it
+                self.query_one(LedgerPanel).border_subtitle = "plan: saved settings, restart to apply"
         if result == "restart":
             self.action_restart()
