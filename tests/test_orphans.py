@@ -13,6 +13,7 @@ import pytest
 
 from backend import orphans, statefile
 from test_procs import VLLM_LIKE, _alive, spawn  # noqa: F401  (spawn is a fixture)
+from test_tui import NoNvml
 
 GIB = 2**30
 
@@ -46,16 +47,6 @@ class GpuDouble:
 
     def shutdown(self) -> None:
         self.shut = True
-
-
-class NoNvml:
-    reason = "libnvidia-ml.so.1 not found: no NVIDIA driver on this machine"
-
-    def available(self) -> bool:
-        return False
-
-    def shutdown(self) -> None:
-        pass
 
 
 @pytest.mark.parametrize("value, expected", [

@@ -68,7 +68,9 @@ class ScriptedClient:
 
 
 class NoNvml:
-    reason = "no NVML in tests"
+    """A GpuMonitor on a machine without NVIDIA's driver."""
+
+    reason = "libnvidia-ml.so.1 not found: no NVIDIA driver on this machine"
 
     def available(self) -> bool:
         return False
