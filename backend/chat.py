@@ -6,6 +6,7 @@ decode tokens/s is completion tokens after the first, over the time after the fi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -82,33 +83,52 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int, tempe
             "temperature": temperature, "stream_options": {"include_usage": True}}
 
 
+def explain_transport_error(base_url: str, e: httpx.TransportError) -> ChatError | None:
+    """A refused connection or a stream cut short, explained; None for other transport errors."""
+    if isinstance(e, httpx.ConnectError):
+        return ChatError(f"cannot connect to {base_url}: {e}",
+                         "start the server (key s, or `qwen-tui serve`) and wait for READY")
+    if isinstance(e, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return ChatError(f"the connection was cut mid-reply: {e}",
+                         "the server may have died: check its state and log")
+    return None
+
+
 async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]], *, max_tokens: int = 256,
                       temperature: float = 0.7, api_key: str | None = None,
                       result: ChatResult | None = None,
-                      transport: httpx.AsyncBaseTransport | None = None) -> AsyncIterator[Delta]:
-    """Yield content deltas; fill `result` (pass one in to read the figures afterwards)."""
+                      transport: httpx.AsyncBaseTransport | None = None,
+                      extra: dict[str, Any] | None = None,
+                      client: httpx.AsyncClient | None = None) -> AsyncIterator[Delta]:
+    """Yield content deltas; fill `result` (pass one in to read the figures afterwards).
+
+    `extra` adds fields to the request body (e.g. vLLM's ignore_eos); `client` reuses a caller's
+    connection pool (the load test) instead of opening one per request; the caller closes it.
+    """
     result = result if result is not None else ChatResult()
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
+    body = {**chat_body(model, messages, max_tokens, temperature), **(extra or {})}
     start = time.perf_counter()
     try:
-        async with httpx.AsyncClient(base_url=base_url, timeout=timeout, trust_env=False,
-                                     headers=headers, transport=transport) as client:
-            async with client.stream("POST", "/v1/chat/completions",
-                                     json=chat_body(model, messages, max_tokens, temperature)) as resp:
+        async with contextlib.AsyncExitStack() as stack:
+            if client is None:
+                client = await stack.enter_async_context(httpx.AsyncClient(
+                    timeout=timeout, trust_env=False, transport=transport))
+            async with client.stream("POST", base_url.rstrip("/") + "/v1/chat/completions",
+                                     json=body, headers=headers) as resp:
                 if resp.status_code >= 400:
-                    body = (await resp.aread()).decode("utf-8", "replace")
-                    raise explain_http_error(resp.status_code, body, model)
+                    text = (await resp.aread()).decode("utf-8", "replace")
+                    raise explain_http_error(resp.status_code, text, model)
                 async for line in resp.aiter_lines():
                     delta = _handle_line(line, result, start)
                     if delta is not None:
                         yield delta
-    except httpx.ConnectError as e:
-        raise ChatError(f"cannot connect to {base_url}: {e}",
-                        "start the server (key s, or `qwen-tui serve`) and wait for READY") from None
-    except (httpx.RemoteProtocolError, httpx.ReadError) as e:
-        raise ChatError(f"the connection was cut mid-reply: {e}",
-                        "the server may have died: check its state and log") from None
+    except httpx.TransportError as e:
+        explained = explain_transport_error(base_url, e)
+        if explained is None:
+            raise
+        raise explained from None
     finally:
         result.total_s = time.perf_counter() - start
 

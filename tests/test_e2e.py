@@ -73,6 +73,29 @@ def test_wrong_model_name_is_explained(server):
     assert "404" in r.stderr and "qwen-tui-demo" in r.stderr
 
 
+def test_bench_against_the_real_server(server):
+    import json
+
+    r = cli("--demo", "bench", "--json", "--requests", "6", "--concurrency", "3", "--max-tokens", "16",
+            "--prompt-tokens", "32", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert (out["requests"], out["concurrency"]) == (6, 3)
+    assert out["completed"] == 6 and out["failed"] == 0 and out["errors"] == []
+    assert out["output_tokens"] == 96  # ignore_eos: every request decodes all 16
+    assert out["ttft_ms"]["p50"] > 0 and out["ttft_ms"]["max"] >= out["ttft_ms"]["p99"] > 0
+    assert out["output_tokens_per_s"] > 0 and out["requests_per_s"] > 0
+    assert out["decode_tokens_per_s_per_request"]["p50"] > 0
+    # on 2 CPUs the deltas often reach the client in bursts: gaps near 0 are real measurements
+    assert out["itl_ms"]["mean"] >= 0 and out["itl_ms"]["p90"] >= out["itl_ms"]["p50"] >= 0
+    assert out["latency_s"]["p90"] >= out["latency_s"]["p50"] > 0
+    assert out["predicted"]["max_concurrency"] == server["max_concurrency"]
+    assert out["predicted"]["kv_cache_tokens"] == server["kv_cache_tokens"]
+    assert out["server"] == {"base_url": "http://127.0.0.1:8011", "model": "qwen-tui-demo",
+                             "max_model_len": 2048}
+    assert out["prompt_tokens"] >= 32  # sized with /tokenize (the demo's chat template alone is ~47)
+
+
 async def test_new_console_reattaches_with_the_earlier_log(server):
     """The `serve --detach` front process is long gone; a new console attaches and shows READY."""
     from backend.client import ServerClient

@@ -326,6 +326,14 @@ def cmd_chat(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from backend.loadtest import BenchConfig, run_cli
+
+    cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
+                      prompt_tokens=args.prompt_tokens)
+    return run_cli(load_settings(args), cfg, args.json)
+
+
 def _no_args(p: argparse.ArgumentParser) -> None:
     pass
 
@@ -370,6 +378,16 @@ def _chat_args(p: argparse.ArgumentParser) -> None:
     _json_arg(p)
 
 
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--requests", type=int, default=32, metavar="N", help="requests to send (default 32)")
+    p.add_argument("--concurrency", type=int, default=8, metavar="C", help="most in flight (default 8)")
+    p.add_argument("--max-tokens", type=int, default=128, metavar="K",
+                   help="output tokens per request, EOS ignored (default 128)")
+    p.add_argument("--prompt-tokens", type=int, default=128, metavar="P",
+                   help="about this many prompt tokens per request (default 128)")
+    _json_arg(p)
+
+
 COMMANDS = {
     "serve": (cmd_serve, "start vLLM and supervise it (foreground unless --detach)", _serve_args),
     "stop": (cmd_stop, "stop the supervised server and verify nothing is left", _stop_args),
@@ -380,5 +398,7 @@ COMMANDS = {
     "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
     "chat": (cmd_chat, "stream one chat completion from the server", _chat_args),
+    "bench": (cmd_bench, "load test: N streaming requests, C in flight, beside the ledger's prediction",
+              _bench_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
 }

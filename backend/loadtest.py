@@ -1,0 +1,450 @@
+"""Load test (`qwen-tui bench`): N streaming chat completions, at most C in flight, against the local
+endpoint, measured beside what the memory ledger predicts.
+
+Plain asyncio + httpx on one connection pool (loopback, trust_env=False). Each request is
+backend.chat.stream_chat (its SSE parsing, figures and error explanations) with vLLM's
+`ignore_eos` so every request decodes exactly `max_tokens` tokens.
+
+Before the load: GET /v1/models (is a server there, its max_model_len), a prompt sized to about
+`prompt_tokens` with vLLM's /tokenize (best effort), and one warm-up request that is not counted.
+Each request's prompt starts with its own number so the prefix cache cannot serve one request's
+prompt to the next.
+
+Definitions: TTFT = send to first content delta; latency = send to end of stream; ITL p50/p90 =
+gaps between streamed content deltas (vLLM streams one token per delta), pooled over all requests
+(vLLM's bench convention: it shows stalls, e.g. while other requests prefill; deltas that reach the
+client together give gaps near 0); ITL mean = first to last delta over the tokens between them,
+per request, averaged (robust to such bunching);
+per-request decode tok/s = (tokens - 1) / (latency - TTFT), as `qwen-tui chat` prints it;
+output tok/s = completed requests' output tokens / wall time of the whole load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from backend.chat import ChatError, ChatResult, explain_http_error, explain_transport_error, stream_chat
+
+MAX_ERRORS = 5
+READ_TIMEOUT_S = 300.0  # a stream silent this long counts as failed
+_WORDS = ("the quick brown fox jumps over the lazy dog while a patient engineer measures how fast "
+          "this server answers many questions at once").split()
+
+
+class BenchInputError(ValueError):
+    """Arguments that cannot give a meaningful run (exit code 2)."""
+
+
+@dataclass
+class BenchConfig:
+    requests: int = 32
+    concurrency: int = 8
+    max_tokens: int = 128
+    prompt_tokens: int = 128
+    warmup: bool = True
+
+    def check(self) -> None:
+        for name in ("requests", "concurrency", "max_tokens", "prompt_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise BenchInputError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
+
+
+@dataclass
+class RequestResult:
+    index: int
+    ok: bool = False
+    ttft_s: float | None = None
+    latency_s: float = 0.0
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    itl_s: list[float] = field(default_factory=list)  # gaps between content deltas
+    decode_span_s: float | None = None  # first to last content delta
+    decode_tokens_per_s: float | None = None
+    error: str | None = None
+    fix: str = ""
+
+    @property
+    def error_text(self) -> str | None:
+        return f"{self.error} (fix: {self.fix})" if self.error and self.fix else self.error
+
+    @property
+    def itl_mean_s(self) -> float | None:
+        """Per token between the first and the last delta (deltas that carry several tokens count)."""
+        if self.decode_span_s is None or self.output_tokens < 2:
+            return None
+        return self.decode_span_s / (self.output_tokens - 1)
+
+
+@dataclass
+class Progress:
+    """Posted when a request starts and when one ends; `completed` counts only successes."""
+    completed: int
+    failed: int
+    in_flight: int
+    total: int
+
+    @property
+    def done(self) -> int:
+        return self.completed + self.failed
+
+
+RequestFn = Callable[[int], Awaitable[RequestResult]]
+ProgressFn = Callable[[Progress], None]
+
+
+# -- scheduling ------------------------------------------------------------------------------------
+async def run_requests(request_fn: RequestFn, n: int, concurrency: int,
+                       on_progress: ProgressFn | None = None) -> tuple[list[RequestResult], float]:
+    """Call request_fn(0..n-1) with at most `concurrency` in flight; (results by index, wall seconds).
+
+    `concurrency` workers pull the next index as soon as their request ends, so the server sees a
+    constant C in flight until the tail. An exception from request_fn is a failed request.
+    """
+    results: list[RequestResult | None] = [None] * n
+    state = {"next": 0, "in_flight": 0, "completed": 0, "failed": 0}
+
+    def report() -> None:
+        if on_progress is not None:
+            try:
+                on_progress(Progress(state["completed"], state["failed"], state["in_flight"], n))
+            except Exception:  # a display problem must not stop the load
+                pass
+
+    async def worker() -> None:
+        while state["next"] < n:
+            i = state["next"]
+            state["next"] += 1
+            state["in_flight"] += 1
+            report()
+            try:
+                r = await request_fn(i)
+            except Exception as e:
+                r = RequestResult(i, error=f"{type(e).__name__}: {e}")
+            state["in_flight"] -= 1
+            state["completed" if r.ok else "failed"] += 1
+            results[i] = r
+            report()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, n))))
+    return [r for r in results if r is not None], time.perf_counter() - start
+
+
+# -- aggregation -----------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100) with linear interpolation between ranks (numpy's default)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _r(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def aggregate(results: list[RequestResult], wall_s: float) -> dict[str, Any]:
+    """The measured part of the `bench --json` contract."""
+    ok = [r for r in results if r.ok]
+    errors: list[str] = []
+    for r in results:
+        text = r.error_text or ("" if r.ok else "failed")
+        if not r.ok and text not in errors and len(errors) < MAX_ERRORS:
+            errors.append(text)
+    tokens = sum(r.output_tokens for r in ok)
+    ttft_ms = [r.ttft_s * 1000 for r in ok if r.ttft_s is not None]
+    itl_ms = [g * 1000 for r in ok for g in r.itl_s]
+    itl_means = [r.itl_mean_s * 1000 for r in ok if r.itl_mean_s is not None]
+    latency = [r.latency_s for r in ok]
+    decode = [r.decode_tokens_per_s for r in ok if r.decode_tokens_per_s is not None]
+    prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    per_s = (lambda x: round(x / wall_s, 3)) if wall_s > 0 else (lambda x: None)
+    return {
+        "completed": len(ok), "failed": len(results) - len(ok), "errors": errors,
+        "wall_s": round(wall_s, 3), "requests_per_s": per_s(len(ok)),
+        "output_tokens": tokens, "output_tokens_per_s": per_s(tokens),
+        "prompt_tokens": round(sum(prompts) / len(prompts)) if prompts else None,
+        "ttft_ms": {"p50": _r(percentile(ttft_ms, 50), 1), "p90": _r(percentile(ttft_ms, 90), 1),
+                    "p99": _r(percentile(ttft_ms, 99), 1), "max": _r(max(ttft_ms, default=None), 1)},
+        "itl_ms": {"p50": _r(percentile(itl_ms, 50), 3), "p90": _r(percentile(itl_ms, 90), 3),
+                   "mean": _r(sum(itl_means) / len(itl_means), 3) if itl_means else None},
+        "latency_s": {"p50": _r(percentile(latency, 50), 3), "p90": _r(percentile(latency, 90), 3)},
+        "decode_tokens_per_s_per_request": {"p50": _r(percentile(decode, 50), 1)},
+    }
+
+
+# -- prediction ------------------------------------------------------------------------------------
+def predict(settings: Any, status: dict[str, Any] | None, plan: dict[str, Any] | None) -> dict[str, Any]:
+    """Max concurrency and KV tokens from the running server's log when it is the one measured,
+    else from the plan; the batch-1 decode ceiling from the plan (None on the CPU backend)."""
+    plan = plan or {}
+    live = bool(status and status.get("state") == "ready" and status.get("max_concurrency")
+                and status.get("base_url") == settings.base_url)
+    src = status if live else plan
+    return {"max_concurrency": src.get("max_concurrency"), "kv_cache_tokens": src.get("kv_cache_tokens"),
+            "decode_ceiling_tokens_per_s": plan.get("decode_tokens_per_s_ceiling"),
+            "source": "server log" if live else ("plan" if plan else None),
+            "max_model_len": settings.server.get("max_model_len") or plan.get("max_model_len"),
+            "max_num_seqs": settings.server.get("max_num_seqs") or plan.get("max_num_seqs")}
+
+
+def capacity_notes(predicted: dict[str, Any], concurrency: int, tokens_per_request: int | None) -> list[str]:
+    """Say when C exceeds what the KV cache holds or what the scheduler batches."""
+    notes = []
+    kv, mc, seqs = predicted.get("kv_cache_tokens"), predicted.get("max_concurrency"), predicted.get("max_num_seqs")
+    fits = kv // tokens_per_request if kv and tokens_per_request else None
+    if fits is not None and concurrency > fits:
+        notes.append(f"concurrency {concurrency} exceeds the {fits} requests of {tokens_per_request} tokens "
+                     f"the KV cache holds ({kv} tokens): requests will queue or be preempted")
+    elif mc and concurrency > mc:
+        notes.append(f"concurrency {concurrency} exceeds the {mc:g} full-length sequences the KV cache holds; "
+                     "these shorter requests fit, full-length ones would queue or be preempted")
+    if seqs and concurrency > seqs:
+        notes.append(f"concurrency {concurrency} exceeds server.max_num_seqs = {seqs}: the server runs "
+                     f"{seqs} at a time and the rest wait in its queue (TTFT includes the wait)")
+    return notes
+
+
+def burst_notes(rep: dict[str, Any]) -> list[str]:
+    """Most deltas arriving together means the server's API process or this client lacked CPU."""
+    p50 = rep["itl_ms"]["p50"]
+    if p50 is not None and p50 < 0.1 and rep["output_tokens"] > 2 * max(1, rep["completed"]):
+        return ["most tokens reached the client in bursts (ITL p50 near 0 ms): the API server or this "
+                "client is short of CPU, so per-request decode tok/s overstates the server"]
+    return []
+
+
+# -- the requests ----------------------------------------------------------------------------------
+def prompt_text(index: int | str, words: int) -> str:
+    """The fixed prompt; the request's own number first, so no two share a cached prefix."""
+    body = " ".join(_WORDS[k % len(_WORDS)] for k in range(words))
+    return f"Request {index}. {body}".rstrip()
+
+
+def make_request_fn(client: httpx.AsyncClient, base_url: str, model: str, api_key: str | None,
+                    words: int, max_tokens: int) -> RequestFn:
+    async def one(index: int | str) -> RequestResult:
+        res, out = ChatResult(), RequestResult(index if isinstance(index, int) else -1)
+        stamps: list[float] = []
+        try:
+            async for _ in stream_chat(base_url, model, [{"role": "user", "content": prompt_text(index, words)}],
+                                       max_tokens=max_tokens, temperature=0.0, api_key=api_key, result=res,
+                                       extra={"ignore_eos": True}, client=client):
+                stamps.append(time.perf_counter())
+        except ChatError as e:
+            out.error, out.fix = e.message, e.fix
+        except httpx.TimeoutException as e:
+            out.error = f"no reply for {READ_TIMEOUT_S:.0f} s ({type(e).__name__}): the server may be stuck"
+        except httpx.HTTPError as e:
+            out.error = f"{type(e).__name__}: {e}"
+        out.ttft_s, out.latency_s = res.ttft_s, res.total_s
+        out.output_tokens = res.completion_tokens if res.completion_tokens is not None else res.chunks
+        out.prompt_tokens = res.prompt_tokens
+        out.itl_s = [b - a for a, b in zip(stamps, stamps[1:])]
+        out.decode_span_s = stamps[-1] - stamps[0] if stamps else None
+        out.decode_tokens_per_s = res.tokens_per_s
+        if out.error is None and res.ttft_s is None:
+            out.error = "the stream ended without any content"
+        out.ok = out.error is None
+        return out
+
+    return one
+
+
+@dataclass
+class Prepared:
+    words: int
+    prompt_tokens: int | None
+    max_tokens: int
+    max_model_len: int | None
+    notes: list[str] = field(default_factory=list)
+
+
+async def _get_json(client: httpx.AsyncClient, method: str, base_url: str, path: str, headers: dict,
+                    model: str, **kw: Any) -> Any:
+    try:
+        resp = await client.request(method, base_url + path, headers=headers, **kw)
+    except httpx.TransportError as e:
+        raise (explain_transport_error(base_url, e)
+               or ChatError(f"{base_url}{path}: {type(e).__name__}: {e}", "see the server log")) from None
+    if resp.status_code >= 400:
+        raise explain_http_error(resp.status_code, resp.text, model)
+    try:
+        return resp.json()
+    except ValueError:
+        raise ChatError(f"{base_url}{path} did not answer JSON: {resp.text[:120]!r}",
+                        "is this a vLLM server? check server.port") from None
+
+
+async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers: dict,
+                  cfg: BenchConfig, fallback_max_model_len: int | None) -> Prepared:
+    """Is a server there, how long may a sequence be, how many words make about P prompt tokens."""
+    models = await _get_json(client, "GET", base_url, "/v1/models", headers, model)
+    cards = [m for m in ((models.get("data") if isinstance(models, dict) else None) or []) if isinstance(m, dict)]
+    card = next((m for m in cards if m.get("id") == model), cards[0] if cards else {})
+    max_len = card.get("max_model_len") or fallback_max_model_len
+    words, counted, notes = cfg.prompt_tokens, None, []
+
+    async def count(n_words: int) -> int:
+        data = await _get_json(client, "POST", base_url, "/tokenize", headers, model,
+                               json={"model": model, "add_generation_prompt": True,
+                                     "messages": [{"role": "user", "content": prompt_text(cfg.requests, n_words)}]})
+        return int(data["count"])
+
+    try:
+        if cards and model not in [m.get("id") for m in cards]:
+            raise KeyError(model)  # the warm-up will say 404 and name the served model
+        base, full = await count(0), await count(cfg.prompt_tokens)
+        per_word = (full - base) / cfg.prompt_tokens
+        words = max(0, round((cfg.prompt_tokens - base) / per_word)) if per_word > 0 else cfg.prompt_tokens
+        counted = await count(words)
+        if cfg.prompt_tokens < base:
+            notes.append(f"the chat template alone is {base} prompt tokens")
+    except (ChatError, KeyError, TypeError, ValueError):
+        notes.append("the prompt could not be sized with /tokenize: about one token per word")
+    max_tokens = cfg.max_tokens
+    if max_len:
+        prompt = counted if counted is not None else cfg.prompt_tokens
+        if prompt >= max_len:
+            raise BenchInputError(f"a prompt of {prompt} tokens does not fit the server's max_model_len = {max_len}")
+        if prompt + max_tokens > max_len:
+            max_tokens = max_len - prompt
+            notes.append(f"max_tokens lowered from {cfg.max_tokens} to {max_tokens}: prompt + max_tokens "
+                         f"must fit the server's max_model_len = {max_len}")
+    return Prepared(words, counted, max_tokens, max_len, notes)
+
+
+async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | None = None, *,
+                    status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
+                    transport: httpx.AsyncBaseTransport | None = None) -> dict[str, Any]:
+    """The whole run; returns the `bench --json` object. Never raises for a server problem: a run
+    that could not start has `error` and `fix` and counts nothing. Raises BenchInputError."""
+    cfg.check()
+    base_url, model = settings.base_url, settings.served_name
+    api_key = settings.server.get("api_key")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    predicted = predict(settings, status, plan)
+    report: dict[str, Any] = {"requests": cfg.requests, "concurrency": cfg.concurrency,
+                              "max_tokens": cfg.max_tokens, **aggregate([], 0.0)}
+    report.update(predicted=predicted, server={"base_url": base_url, "model": model}, notes=[])
+    limits = httpx.Limits(max_connections=cfg.concurrency + 4, max_keepalive_connections=cfg.concurrency + 4)
+    timeout = httpx.Timeout(connect=5.0, read=READ_TIMEOUT_S, write=30.0, pool=30.0)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False, transport=transport) as client:
+        try:
+            prep = await prepare(client, base_url, model, headers, cfg, predicted.get("max_model_len"))
+            one = make_request_fn(client, base_url, model, api_key, prep.words, prep.max_tokens)
+            if cfg.warmup:
+                warm = await one("warm-up")
+                if not warm.ok:
+                    raise ChatError(f"the warm-up request failed: {warm.error}", warm.fix)
+        except ChatError as e:
+            msg = f"{e.message} (fix: {e.fix})" if e.fix else e.message
+            report.update(errors=[msg], error=e.message, fix=e.fix)
+            return report
+        report["server"]["max_model_len"] = prep.max_model_len
+        predicted["max_model_len"] = prep.max_model_len or predicted["max_model_len"]
+        report["max_tokens"] = prep.max_tokens
+        results, wall = await run_requests(one, cfg.requests, cfg.concurrency, on_progress)
+    report.update(aggregate(results, wall))
+    per_request = (report["prompt_tokens"] or prep.prompt_tokens or cfg.prompt_tokens) + prep.max_tokens
+    report["notes"] = prep.notes + capacity_notes(predicted, cfg.concurrency, per_request) + burst_notes(report)
+    return report
+
+
+# -- the command line --------------------------------------------------------------------------------
+def _fmt(x: float | None, spec: str = ".0f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def summary_lines(rep: dict[str, Any]) -> list[str]:
+    """The human-readable report: prediction first, then what was measured."""
+    pred, srv = rep["predicted"], rep["server"]
+    out = [f"bench: {rep['requests']} requests, {rep['concurrency']} in flight, prompt "
+           f"{rep['prompt_tokens'] or '?'} tokens, {rep['max_tokens']} output tokens each -> "
+           f"{srv['base_url']} ({srv['model']})"]
+    said = []
+    if pred.get("max_concurrency") is not None:
+        said.append(f"the cache holds {pred['max_concurrency']:g}x sequences of {pred.get('max_model_len') or '?'} "
+                    f"({pred.get('kv_cache_tokens')} tokens, {pred.get('source')})")
+    if pred.get("decode_ceiling_tokens_per_s"):
+        said.append(f"the batch-1 ceiling is {pred['decode_ceiling_tokens_per_s']:.0f} tok/s")
+    if said:
+        out.append("predicted: " + "; ".join(said))
+    ttft, itl, lat = rep["ttft_ms"], rep["itl_ms"], rep["latency_s"]
+    out += [f"measured: {rep['completed']}/{rep['requests']} completed in {rep['wall_s']:.1f} s: "
+            f"{_fmt(rep['requests_per_s'], '.2f')} req/s, {_fmt(rep['output_tokens_per_s'], '.1f')} output tok/s "
+            f"({rep['output_tokens']} tokens)",
+            f"  TTFT ms       p50 {_fmt(ttft['p50'])}  p90 {_fmt(ttft['p90'])}  p99 {_fmt(ttft['p99'])}  "
+            f"max {_fmt(ttft['max'])}",
+            f"  ITL ms        p50 {_fmt(itl['p50'], '.1f')}  p90 {_fmt(itl['p90'], '.1f')}  "
+            f"mean {_fmt(itl.get('mean'), '.1f')}",
+            f"  latency s     p50 {_fmt(lat['p50'], '.2f')}  p90 {_fmt(lat['p90'], '.2f')}",
+            f"  decode tok/s  p50 {_fmt(rep['decode_tokens_per_s_per_request']['p50'], '.1f')} per request"]
+    if rep["failed"]:
+        out.append(f"failed: {rep['failed']}")
+    out += [f"  error: {e}" for e in rep["errors"]]
+    out += [f"note: {n}" for n in rep.get("notes") or []]
+    return out
+
+
+def _progress_printer(stream: Any) -> ProgressFn:
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    last = {"done": -1}
+
+    def show(p: Progress) -> None:
+        step = max(1, p.total // 10)
+        if tty:
+            stream.write(f"\r  {p.done}/{p.total} done, {p.in_flight} in flight, {p.failed} failed ")
+            if p.done == p.total:
+                stream.write("\n")
+        elif p.done and p.done != last["done"] and (p.done % step == 0 or p.done == p.total):
+            stream.write(f"  {p.done}/{p.total} done, {p.in_flight} in flight, {p.failed} failed\n")
+        last["done"] = p.done
+        stream.flush()
+
+    return show
+
+
+def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err: Any = None) -> int:
+    """`qwen-tui bench`: 0 all completed, 1 any failed or no server, 2 bad arguments."""
+    import json
+    import sys
+
+    from backend import client
+    from backend.ledger import plan_for_console
+
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        cfg.check()
+    except BenchInputError as e:
+        err.write(f"qwen-tui: {e}\n")
+        return 2
+    try:
+        status = client.status()
+    except Exception:  # the state file is a hint for the prediction, never a reason to fail
+        status = None
+    plan, _ = plan_for_console(settings)
+    try:
+        rep = asyncio.run(run_bench(settings, cfg, None if as_json else _progress_printer(err),
+                                    status=status, plan=plan))
+    except BenchInputError as e:
+        err.write(f"qwen-tui: {e}\n")
+        return 2
+    if as_json:
+        out.write(json.dumps(rep, indent=2) + "\n")
+    elif rep.get("error"):
+        err.write(f"qwen-tui: {rep['error']}\n  fix: {rep.get('fix') or 'see the server log'}\n")
+    else:
+        out.write("\n".join(summary_lines(rep)) + "\n")
+    ok = not rep.get("error") and rep["failed"] == 0 and rep["completed"] == cfg.requests
+    return 0 if ok else 1
