@@ -62,7 +62,7 @@ def _count(spec: dict) -> int:
 
 
 @pytest.fixture
-def spawn(tmp_path: Path):
+def spawn(tmp_path: Path, vllm_lock):
     """spawn(spec) -> Tree, started in a new session; everything it started is SIGKILLed afterwards."""
     trees: list[Tree] = []
 
