@@ -83,6 +83,7 @@ CONSOLE: dict[str, Key] = {
     "health_interval_s": Key((int, float), 1.0, "seconds between /health polls"),
     "health_grace_s": Key((int, float), 15.0, "seconds /health may fail on a ready server before FAILED"),
     "gpu_interval_s": Key((int, float), 1.0, "seconds between NVML samples"),
+    "metrics_interval_s": Key((int, float), 1.0, "seconds between /metrics reads while ready"),
     "stop_timeout": Key((int, float), 30.0, "seconds between SIGTERM and SIGKILL on stop"),
     "on_exit": Key(str, "ask", "when the console quits: ask, keep or stop the server",
                    ("ask", "keep", "stop")),

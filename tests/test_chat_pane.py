@@ -54,3 +54,15 @@ async def test_a_running_server_is_asked_at_its_own_address_not_the_edited_one(q
         assert f"127.0.0.1:{port}" in errors()[0]  # not :9 from the edited settings
         from tui.widgets.status_bar import StatusBar
         assert f":{port}" in app.screen.query_one(StatusBar).last_text
+
+
+async def test_metrics_panel_says_why_when_a_ready_server_has_no_metrics(qhome):
+    from tui.widgets.metrics_panel import MetricsPanel
+
+    port = _closed_port()
+    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "m"}
+    app, _ = app_with([Poll(state=state)], qhome, "console.metrics_interval_s=0.1")
+    async with app.run_test(size=(150, 45)) as pilot:
+        panel = app.screen.query_one(MetricsPanel)
+        assert await wait_until(pilot, lambda: "cannot read" in str(panel.render()))
+        assert f"127.0.0.1:{port}/metrics" in str(panel.render())

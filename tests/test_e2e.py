@@ -153,7 +153,63 @@ async def test_console_chat_streams_a_reply_with_its_figures(server):
         assert reply and reply == pane.conversation.last_reply()
         assert pane.conversation.turns[0] == {"role": "user", "content": "Hello there"}
         assert app.screen.measured_tps and app.screen.measured_tps > 0
+        # the live panel reads the real /metrics: the finished count includes this reply
+        from tui.widgets.metrics_panel import MetricsPanel
+        panel = app.screen.query_one(MetricsPanel)
+        assert await until(lambda: dict(panel.last_rows).get("finished", "0") not in ("0", "—"))
+        assert "running" in dict(panel.last_rows)["requests"]
         app.exit()
+
+
+def _console_in_a_pty() -> "subprocess.Popen":
+    """A real `qwen-tui --demo` console on a pseudo-terminal, as over SSH."""
+    import pty
+    import subprocess
+    import sys
+
+    from e2e_helpers import ROOT
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", LINES="40")
+    proc = subprocess.Popen([sys.executable, "-m", "tui.main", "--demo"], cwd=ROOT, stdin=slave,
+                            stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    proc.master = master  # keep it open: a closed pty is itself a hang-up
+
+    def drain():
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+
+    import threading
+    threading.Thread(target=drain, daemon=True).start()
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL], ids=["ssh-drop-SIGHUP", "kill-9"])
+def test_console_dies_server_keeps_serving(server, sig):
+    """An SSH drop (SIGHUP) ends the console cleanly; kill -9 ends it abruptly. Either way the
+    server, owned by its own supervisor, keeps answering and its state is untouched."""
+    before = status()
+    assert before["state"] == "ready"
+    console = _console_in_a_pty()
+    try:
+        time.sleep(4)  # mounted and polling
+        assert console.poll() is None, "the console did not start"
+        os.kill(console.pid, sig)
+        rc = console.wait(timeout=15)
+        if sig == signal.SIGHUP:
+            assert rc == 0, f"the console should exit cleanly on SIGHUP, got {rc}"
+    finally:
+        if console.poll() is None:
+            console.kill()
+        os.close(console.master)
+    assert httpx.get(f"{before['base_url']}/health", timeout=10, trust_env=False).status_code == 200
+    after = status()
+    assert after["state"] == "ready" and after["pid"] == before["pid"]
+    assert after["supervisor_pid"] == before["supervisor_pid"]
 
 
 def test_kill_9_api_process_fails_cleans_orphans_and_restarts(server):

@@ -88,3 +88,12 @@ class DoctorReady(Message):
     def __init__(self, checks: list, error: str | None = None) -> None:
         super().__init__()
         self.checks, self.error = checks, error
+
+
+class MetricsSampled(Message):
+    """One read of the server's /metrics: `snapshot` (backend.metrics.Snapshot.to_dict()) and the
+    rates since the last read, or `error`."""
+
+    def __init__(self, snapshot: dict | None, rates: dict, error: str | None = None) -> None:
+        super().__init__()
+        self.snapshot, self.rates, self.error = snapshot, rates, error

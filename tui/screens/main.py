@@ -11,13 +11,15 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
-from tui.messages import ActionFinished, ChatFinished, GpusSampled, OrphansScanned, PlanReady, ServerPolled
+from tui.messages import (ActionFinished, ChatFinished, GpusSampled, MetricsSampled, OrphansScanned, PlanReady,
+                          ServerPolled)
 from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
 from tui.widgets.figures_panel import FiguresPanel
 from tui.widgets.gpu_panel import GpuPanel
 from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
+from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.status_bar import StatusBar
 
 POLL_S = 0.2
@@ -49,6 +51,7 @@ class MainScreen(Screen):
                     yield ChatPane(id="chat")
             with Vertical(id="side"):
                 yield FiguresPanel(id="figures")
+                yield MetricsPanel(id="metrics")
                 yield LedgerPanel(id="ledger")
                 yield Vertical(id="gpus")
         yield Input(placeholder="search the log (enter: filter, esc: clear)", id="search")
@@ -63,6 +66,7 @@ class MainScreen(Screen):
         self.measured_tps: float | None = None
         self.compute_plan()
         self.poll_server()
+        self.read_metrics()
         if self.app.gpus is not None and self.app.gpus.available():
             self.sample_gpus()
         else:
@@ -127,6 +131,33 @@ class MainScreen(Screen):
                 panels.append(GpuPanel())
                 box.mount(panels[-1])
             panels[i].show(sample)
+
+    @work(group="metrics", exclusive=True, exit_on_error=False)
+    async def read_metrics(self) -> None:
+        """While the server is ready: its /metrics every console.metrics_interval_s, with rates."""
+        from backend import metrics
+
+        prev = None
+        while True:
+            interval = float(self.app.settings.console["metrics_interval_s"])
+            state = self.state
+            if state.get("state") != "ready":
+                if prev is not None:
+                    self.post_message(MetricsSampled(None, {}))
+                prev = None
+            else:
+                base_url = state.get("base_url") or self.app.settings.base_url
+                try:
+                    snap = await asyncio.to_thread(metrics.fetch, base_url)
+                    self.post_message(MetricsSampled(snap.to_dict(), metrics.rates(prev, snap)))
+                    prev = snap
+                except metrics.MetricsError as e:
+                    self.post_message(MetricsSampled(None, {}, error=str(e)))
+            await asyncio.sleep(interval)
+
+    @on(MetricsSampled)
+    def show_metrics(self, message: MetricsSampled) -> None:
+        self.query_one(MetricsPanel).show(message.snapshot, message.rates, message.error)
 
     # -- the worker: blocking reads in a thread, results posted as messages ---------------------
     @work(group="poll", exclusive=True, exit_on_error=False)

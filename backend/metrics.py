@@ -1,0 +1,122 @@
+"""vLLM's Prometheus /metrics, read into the few live figures the console shows.
+
+Parsing is prometheus_client's (``text_string_to_metric_families``). Names follow vLLM's versions
+(../shared/notes/vllm-log-formats.md §5): KV cache usage is ``vllm:kv_cache_usage_perc`` from 0.9.2
+and ``vllm:gpu_cache_usage_perc`` before (a 0-1 fraction despite the name); counters are exposed as
+``…_total``. Samples are summed over labels (model_name, engine), so data-parallel engines add up.
+Rates come from two snapshots: Δcounter / Δt.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+
+class MetricsError(Exception):
+    """/metrics could not be read or parsed; the message says which."""
+
+
+# figure -> metric names to try, newest first
+NAMES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "prompt_tokens": ("vllm:prompt_tokens_total",),
+    "generation_tokens": ("vllm:generation_tokens_total",),
+    "preemptions": ("vllm:num_preemptions_total",),
+    "requests_finished": ("vllm:request_success_total",),
+    "ttft_sum": ("vllm:time_to_first_token_seconds_sum",),
+    "ttft_count": ("vllm:time_to_first_token_seconds_count",),
+    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    at: float  # time.monotonic() of the read
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None  # 0-1
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    preemptions: float | None = None
+    requests_finished: float | None = None
+    ttft_sum: float | None = None
+    ttft_count: float | None = None
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("at")
+        return d
+
+
+def samples(text: str) -> dict[str, float]:
+    """Sample name -> value summed over its label sets. Raises MetricsError on malformed text."""
+    out: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out[s.name] = out.get(s.name, 0.0) + float(s.value)
+    except (ValueError, TypeError, IndexError) as e:
+        raise MetricsError(f"malformed /metrics text: {e}") from None
+    return out
+
+
+def snapshot(text: str, at: float | None = None) -> Snapshot:
+    values = samples(text)
+    found: dict[str, float] = {}
+    for figure, names in NAMES.items():
+        for name in names:
+            if name in values:
+                found[figure] = values[name]
+                break
+    return Snapshot(at=time.monotonic() if at is None else at, **found)
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a
+
+
+def rates(prev: Snapshot | None, cur: Snapshot) -> dict[str, float | None]:
+    """Per-second rates and interval means between two snapshots (None where not computable)."""
+    out: dict[str, float | None] = {"generation_tokens_per_s": None, "prompt_tokens_per_s": None,
+                                    "ttft_mean_s": None, "prefix_hit_rate": None}
+    if prev is None or cur.at <= prev.at:
+        return out
+    dt = cur.at - prev.at
+    gen, prompt = _delta(prev.generation_tokens, cur.generation_tokens), _delta(prev.prompt_tokens, cur.prompt_tokens)
+    # a counter that went down means the server restarted: no rate for this interval
+    out["generation_tokens_per_s"] = gen / dt if gen is not None and gen >= 0 else None
+    out["prompt_tokens_per_s"] = prompt / dt if prompt is not None and prompt >= 0 else None
+    n = _delta(prev.ttft_count, cur.ttft_count)
+    total = _delta(prev.ttft_sum, cur.ttft_sum)
+    if n and n > 0 and total is not None:
+        out["ttft_mean_s"] = total / n
+    q = _delta(prev.prefix_queries, cur.prefix_queries)
+    h = _delta(prev.prefix_hits, cur.prefix_hits)
+    if q and q > 0 and h is not None:
+        out["prefix_hit_rate"] = h / q
+    return out
+
+
+def fetch(base_url: str, timeout: float = 2.0, client: httpx.Client | None = None) -> Snapshot:
+    """GET /metrics (loopback; never through a proxy). Raises MetricsError with the reason."""
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        if client is not None:
+            resp = client.get(url, timeout=timeout)
+        else:
+            resp = httpx.get(url, timeout=timeout, trust_env=False)
+    except httpx.HTTPError as e:
+        raise MetricsError(f"cannot read {url}: {e}") from None
+    if resp.status_code != 200:
+        raise MetricsError(f"{url}: HTTP {resp.status_code}")
+    return snapshot(resp.text)
