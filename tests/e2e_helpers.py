@@ -39,3 +39,17 @@ def wait_state(states: set[str], timeout: float) -> dict:
         return st if st["state"] in states else None
 
     return wait_for(check, timeout, every=0.5, what=f"state in {states}")
+
+
+def pilot_waiter(pilot, default_timeout: float):
+    """`await until(pred)` inside a Pilot session: True once pred() holds, False after the timeout."""
+
+    async def until(pred, timeout: float = default_timeout) -> bool:
+        t = time.time()
+        while time.time() - t < timeout:
+            if pred():
+                return True
+            await pilot.pause(0.1)
+        return False
+
+    return until

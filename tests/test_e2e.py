@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from e2e_helpers import cli, status, wait_for, wait_state
+from e2e_helpers import cli, pilot_waiter, status, wait_for, wait_state
 
 pytestmark = pytest.mark.e2e
 START_TIMEOUT = 420
@@ -106,13 +106,7 @@ async def test_new_console_reattaches_with_the_earlier_log(server):
 
     app = make_app(load(demo=True), ServerClient(["--demo"]))
     async with app.run_test(size=(160, 48)) as pilot:
-        async def until(pred, timeout=10):
-            t = time.time()
-            while time.time() - t < timeout:
-                if pred():
-                    return True
-                await pilot.pause(0.1)
-            return False
+        until = pilot_waiter(pilot, 10)
 
         assert await until(lambda: "READY" in app.screen.query_one(StatusBar).last_text)
         log = app.screen.query_one(LogPane)
@@ -133,13 +127,7 @@ async def test_console_chat_streams_a_reply_with_its_figures(server):
 
     app = make_app(load(demo=True), ServerClient(["--demo"]))
     async with app.run_test(size=(160, 48)) as pilot:
-        async def until(pred, timeout=60):
-            t = time.time()
-            while time.time() - t < timeout:
-                if pred():
-                    return True
-                await pilot.pause(0.1)
-            return False
+        until = pilot_waiter(pilot, 60)
 
         await pilot.press("c", *"Hello there", "enter")
         pane = app.screen.query_one(ChatPane)
