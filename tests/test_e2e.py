@@ -149,6 +149,31 @@ async def test_console_chat_streams_a_reply_with_its_figures(server):
         app.exit()
 
 
+async def test_console_load_test_against_the_real_server(server):
+    """b runs the load test from the console: progress, then the figures beside the prediction."""
+    from backend.client import ServerClient
+    from backend.loadtest import BenchConfig
+    from backend.settings import load
+    from tui.app import make_app
+    from tui.screens.bench import BenchScreen
+
+    app = make_app(load(demo=True), ServerClient(["--demo"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        until = pilot_waiter(pilot, 120)
+        assert await until(lambda: app.screen.state.get("state") == "ready", 10)
+        app.screen.app.push_screen(BenchScreen(app.screen.state, app.screen.plan,
+                                               BenchConfig(requests=8, concurrency=4, max_tokens=16,
+                                                           prompt_tokens=32)))
+        assert await until(lambda: isinstance(app.screen, BenchScreen) and app.screen.report is not None)
+        rep = app.screen.report
+        assert rep["completed"] == 8 and rep["failed"] == 0 and rep["output_tokens"] == 8 * 16
+        assert rep["predicted"]["max_concurrency"] == server["max_concurrency"]
+        text = str(app.screen.query_one("#results").render())
+        assert "measured: 8/8 completed" in text and "TTFT ms" in text
+        await pilot.press("escape")
+        app.exit()
+
+
 def _console_in_a_pty() -> "subprocess.Popen":
     """A real `qwen-tui --demo` console on a pseudo-terminal, as over SSH."""
     import pty

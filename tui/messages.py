@@ -97,3 +97,19 @@ class MetricsSampled(Message):
     def __init__(self, snapshot: dict | None, rates: dict, error: str | None = None) -> None:
         super().__init__()
         self.snapshot, self.rates, self.error = snapshot, rates, error
+
+
+class BenchProgress(Message):
+    """A load-test request started or ended."""
+
+    def __init__(self, done: int, in_flight: int, total: int) -> None:
+        super().__init__()
+        self.done, self.in_flight, self.total = done, in_flight, total
+
+
+class BenchFinished(Message):
+    """A load test ended: `report` is the `bench --json` object, or `error` why it did not run."""
+
+    def __init__(self, report: dict | None, error: str | None = None) -> None:
+        super().__init__()
+        self.report, self.error = report, error

@@ -36,6 +36,7 @@ class MainScreen(Screen):
         Binding("l", "cycle_level", "Level filter", id="level"),
         Binding("c", "chat", "Chat/Log", id="chat"),
         Binding("d", "doctor", "Doctor", id="doctor"),
+        Binding("b", "bench", "Load test", id="bench"),
         Binding("e", "settings", "Settings", id="settings"),
         Binding("escape", "clear_filters", "Clear filters", id="clear", show=False),
     ]
@@ -93,6 +94,14 @@ class MainScreen(Screen):
             self.measured_tps = tps
             if self.plan:
                 self._show_ledger()
+
+    def action_bench(self) -> None:
+        from tui.screens.bench import BenchScreen
+
+        if self.state.get("state") != "ready":
+            self.notify("the load test needs a READY server: s starts it", severity="warning")
+            return
+        self.app.push_screen(BenchScreen(self.state, self.plan))
 
     def action_doctor(self) -> None:
         from tui.screens.doctor import DoctorScreen

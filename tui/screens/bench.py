@@ -1,0 +1,113 @@
+"""BenchScreen: `qwen-tui bench` from the console (key b). A load test against the running server,
+live progress, then the measured figures beside the ledger's prediction. `+`/`-` double or halve
+the requests in flight, `r` runs again, `esc` stops the run and closes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, ProgressBar, Static
+
+from tui.messages import BenchFinished, BenchProgress
+
+
+class BenchScreen(ModalScreen[None]):
+    CSS_PATH = "bench.tcss"
+    BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
+                Binding("plus", "more", "Double concurrency", id="more"),
+                Binding("minus", "fewer", "Halve concurrency", id="fewer"),
+                Binding("escape", "close", "Stop and close", id="close")]
+
+    def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
+                 config: Any = None) -> None:
+        super().__init__()
+        from backend.loadtest import BenchConfig
+
+        self.status, self.plan = status, plan
+        self.config = config or BenchConfig()
+        self.running = False
+        self.report: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("", id="config")
+            yield ProgressBar(id="progress", show_eta=False)
+            yield Static("", id="results")
+            yield Label("r: run again   +/-: double/halve concurrency   esc: stop and close", id="keys")
+
+    def on_mount(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        c = self.config
+        self.query_one("#config", Label).update(
+            f"{c.requests} streaming requests, {c.concurrency} in flight, ~{c.prompt_tokens} prompt tokens, "
+            f"{c.max_tokens} output tokens each")
+        self.query_one(ProgressBar).update(total=c.requests, progress=0)
+        self.query_one("#results", Static).update(Text("warming up…", "dim"))
+        self.running = True
+        self.run_load()
+
+    @work(group="bench", exclusive=True, exit_on_error=False)
+    async def run_load(self) -> None:
+        from backend.loadtest import BenchInputError, run_bench
+
+        try:
+            report = await run_bench(self.app.settings, self.config,
+                                     lambda p: self.post_message(BenchProgress(p.done, p.in_flight, p.total)),
+                                     status=self.status, plan=self.plan)
+            self.post_message(BenchFinished(report))
+        except BenchInputError as e:
+            self.post_message(BenchFinished(None, error=str(e)))
+        except Exception as e:  # never a traceback on screen
+            self.post_message(BenchFinished(None, error=f"{type(e).__name__}: {e}"))
+
+    @on(BenchProgress)
+    def progress(self, message: BenchProgress) -> None:
+        self.query_one(ProgressBar).update(total=message.total, progress=message.done)
+        self.query_one("#results", Static).update(Text(f"{message.done}/{message.total} done, "
+                                                       f"{message.in_flight} in flight", "dim"))
+
+    @on(BenchFinished)
+    def finished(self, message: BenchFinished) -> None:
+        from backend.loadtest import summary_lines
+
+        self.running = False
+        self.report = message.report
+        results = self.query_one("#results", Static)
+        if message.error:
+            results.update(Text(message.error, "red"))
+            return
+        rep = message.report
+        if rep.get("error"):
+            results.update(Text(f"{rep['error']}\n  fix: {rep.get('fix') or 'see the server log'}", "red"))
+            return
+        results.update(Text("\n".join(summary_lines(rep)[1:])))
+
+    def action_rerun(self) -> None:
+        if not self.running:
+            self.start()
+
+    def _scale(self, factor: float) -> None:
+        if self.running:
+            self.app.notify("a run is going: wait, or esc", severity="warning")
+            return
+        self.config.concurrency = max(1, min(256, int(self.config.concurrency * factor)))
+        self.config.requests = max(self.config.requests, self.config.concurrency * 2)
+        self.start()
+
+    def action_more(self) -> None:
+        self._scale(2)
+
+    def action_fewer(self) -> None:
+        self._scale(0.5)
+
+    def action_close(self) -> None:
+        self.workers.cancel_group(self, "bench")  # closes the streams: the server aborts them
+        self.dismiss(None)
