@@ -7,7 +7,7 @@ import asyncio
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
@@ -50,7 +50,7 @@ class MainScreen(Screen):
                     yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log")
                 with TabPane("Chat", id="tab-chat"):
                     yield ChatPane(id="chat")
-            with Vertical(id="side"):
+            with VerticalScroll(id="side"):
                 yield FiguresPanel(id="figures")
                 yield MetricsPanel(id="metrics")
                 yield LedgerPanel(id="ledger")
