@@ -44,11 +44,15 @@ class GpuPanel(Static):
     GpuPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
     """
 
+    last_rows: list[tuple[str, str]] = []  # what is shown, as plain text
+
     def show(self, sample: Any) -> None:
         self.border_title = f"GPU {sample.index} · {sample.name}"
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold")
         table.add_column()
-        for name, value in rows(sample):
+        shown = rows(sample)
+        self.last_rows = [(name, str(value)) for name, value in shown]
+        for name, value in shown:
             table.add_row(name, value)
         self.update(table)
