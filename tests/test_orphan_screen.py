@@ -88,3 +88,23 @@ async def test_a_pid_that_is_gone_is_reported_not_retried(spawn, qhome):
         await pilot.press("k")
         assert await wait_until(pilot, lambda: "another program" in str(screen.query_one("#report").render()))
         assert isinstance(app.screen, OrphanScreen) and _alive(p["tp1"])
+
+
+async def test_a_plan_that_will_fail_is_shown_before_a_start(qhome):
+    """40 heads cannot be split over 3 GPUs: the ledger says so before anything launches."""
+    from tui.screens.preflight import PreflightScreen
+
+    app, client = app_with([STOPPED], qhome, "server.tensor_parallel_size=3", "planner.gpu_count=4")
+    async with app.run_test(size=(150, 45)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.plan is not None)
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen))
+        assert "tp-not-divisible" in str(app.screen.query_one("#problems").render())
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await pilot.pause(0.2)
+        assert client.actions == [] and not app.screen.busy
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen))
+        await pilot.press("f")
+        assert await wait_until(pilot, lambda: client.actions == ["start"])

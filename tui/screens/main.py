@@ -214,6 +214,21 @@ class MainScreen(Screen):
         if self.busy:
             self.notify("busy: wait for the last action to finish", severity="warning")
             return
+        from tui.screens.preflight import PreflightScreen, blocking
+
+        problems = blocking(self.plan) if action in ("start", "restart") else []
+        if problems:  # a slow launch that the ledger says will fail: say so first
+            def chosen(choice: str | None) -> None:
+                if choice == "force":
+                    self._go(action)
+                elif choice == "settings":
+                    self.action_settings()
+
+            self.app.push_screen(PreflightScreen(problems), chosen)
+            return
+        self._go(action)
+
+    def _go(self, action: str) -> None:
         self.busy = True
         self.notify(f"{action}…")
         self.run_action_worker(action)
