@@ -56,6 +56,8 @@ def test_ready_serves_models_and_streams_a_chat(server):
     assert server["served_models"] == ["qwen-tui-demo"]
     # the figures parsed from the live log
     assert server["kv_cache_tokens"] > 0 and server["max_concurrency"] > 1
+    live = status()["metrics"]  # and what it is doing now, from its /metrics
+    assert live["running"] == 0 and live["kv_cache_usage"] == 0 and "error" not in live
     r = cli("--demo", "chat", "--json", "--max-tokens", "16", "Hello")
     assert r.returncode == 0, r.stderr
     import json

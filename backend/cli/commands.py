@@ -147,6 +147,13 @@ def cmd_status(args) -> int:
     from backend import client
 
     st = client.status()
+    if st["state"] == "ready" and st.get("base_url"):  # what it is doing now, from /metrics
+        from backend import metrics
+
+        try:
+            st["metrics"] = metrics.fetch(st["base_url"], timeout=2.0).to_dict()
+        except metrics.MetricsError as e:
+            st["metrics"] = {"error": str(e)}
     if args.json:
         _print_json(st)
     else:
@@ -155,6 +162,12 @@ def cmd_status(args) -> int:
                     "max_concurrency", "log_path", "note"):
             if st.get(key) is not None:
                 print(f"{key}: {st[key]}")
+        m = st.get("metrics") or {}
+        if m.get("running") is not None:
+            kv = m.get("kv_cache_usage")
+            print(f"now: {m['running']:.0f} running, {m.get('waiting') or 0:.0f} waiting, KV cache "
+                  f"{'?' if kv is None else f'{kv * 100:.1f} %'} used, {m.get('generation_tokens') or 0:.0f} "
+                  f"tokens generated since start")
         if st.get("failure"):
             f = st["failure"]
             print(f"failure: {f.get('kind')}: {f.get('message')}\nfix: {f.get('fix')}")
