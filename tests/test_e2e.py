@@ -265,10 +265,15 @@ def test_stop_leaves_no_process(server):
 
 def test_bad_argument_fails_without_restart_loop(tmp_path, monkeypatch, vllm_lock):
     monkeypatch.setenv("QWEN_TUI_HOME", str(tmp_path / "home"))
-    r = cli("--demo", "--set", 'server.extra_args=["--no-such-flag"]', "serve", "--detach", timeout=60)
-    assert r.returncode == 0, r.stderr
-    st = wait_state({"failed"}, 180)
+    r = cli("--demo", "--set", 'server.extra_args=["--no-such-flag"]', "serve", "--detach", "--wait", "180",
+            "--json", timeout=240)
+    assert r.returncode == 1, r.stderr  # started, then failed
+    import json
+    out = json.loads(r.stdout)
+    assert out["started"] is True and out["state"] == "failed", out
+    st = wait_state({"failed"}, 30)
     assert st["failure"]["kind"] == "bad_argument", st
+    assert out["failure"]["kind"] == "bad_argument", out
     assert "--no-such-flag" in st["failure"]["message"]
     time.sleep(2)
     st = status()

@@ -114,28 +114,41 @@ def cmd_serve(args) -> int:
 
 
 def _detach(args, settings: Settings) -> int:
+    """Start the supervisor in the background; with --wait, until READY. --json prints the final
+    `status --json` object (plus `started`), whatever happened."""
     from backend import client
 
     try:
         data = client.start_detached(global_argv(args), restart=args.restart, allow_orphans=True)
     except RuntimeError as e:
         _err(str(e))
+        if args.json:
+            _print_json({"started": False, "error": str(e)})
         return 1
-    print(f"started: supervisor pid {data.get('supervisor_pid')}, vLLM pid {data.get('pid')}, "
-          f"{data.get('base_url')}\nlog: {data.get('log_path')}")
-    return _wait_ready(args.wait) if args.wait else 0
+    if not args.json:
+        print(f"started: supervisor pid {data.get('supervisor_pid')}, vLLM pid {data.get('pid')}, "
+              f"{data.get('base_url')}\nlog: {data.get('log_path')}")
+    rc = _wait_ready(args.wait, quiet=args.json) if args.wait else 0
+    if args.json:
+        _print_json({"started": True, **client.status()})
+    return rc
 
 
-def _wait_ready(timeout: float) -> int:
+def _wait_ready(timeout: float, quiet: bool = False) -> int:
     from backend import client
 
     deadline = time.time() + timeout
     while time.time() < deadline:
         st = client.status()
         if st["state"] == "ready":
-            print("ready")
+            if not quiet:
+                print("ready")
             return 0
         if st["state"] in ("failed", "stopped"):
+            settle = time.time() + 5  # FAILED is said at once; the diagnosis follows the drained log
+            while st["state"] == "failed" and not st.get("failure") and time.time() < settle:
+                time.sleep(0.2)
+                st = client.status()
             _err(f"server {st['state']}: {st.get('failure') or st.get('detail')}")
             return 1
         time.sleep(0.2)
@@ -363,6 +376,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--restart", choices=("on-failure", "never"), help="override console.restart")
     p.add_argument("--allow-orphans", action="store_true",
                    help="start even when vLLM processes no console owns are running")
+    p.add_argument("--json", action="store_true",
+                   help="with --detach: print the server's status as one JSON object when done")
 
 
 def _stop_args(p: argparse.ArgumentParser) -> None:
