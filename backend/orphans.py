@@ -157,6 +157,39 @@ def stop_verified(pgid: int | None, pids: Iterable[int], timeout: float, monitor
     return Stopped(report, release)
 
 
+# ------------------------------------------------------------------ who holds each GPU
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    label: str  # "VLLM::Worker_TP0", "python", ... or "pid not visible" (another pid namespace)
+    gpu_bytes: int | None
+    owned: bool  # part of the supervised server
+
+
+def holders_by_gpu(monitor: Any) -> dict[int, list[Holder]]:
+    """GPU index -> the compute processes on it, largest first, each marked as the supervised
+    server's own or not (an orphan, or another program)."""
+    if monitor is None or not monitor.available():
+        return {}
+    owned = _owned_pids()
+    out: dict[int, list[Holder]] = {}
+    for index, held in monitor.processes_by_gpu().items():
+        rows = []
+        for pid, used in held.items():
+            info = procs.process_info(pid)
+            if info is None:
+                label = "pid not visible"
+            elif info.cmdline.startswith(procs.TITLE_PREFIX):
+                label = info.cmdline.split()[0]
+            else:
+                label = info.name or "?"
+            rows.append(Holder(pid, label, used, pid in owned))
+        out[index] = sorted(rows, key=lambda h: -(h.gpu_bytes or 0))
+    return out
+
+
 # ------------------------------------------------------------------ GPU memory release
 
 

@@ -24,11 +24,12 @@ class ActionFinished(Message):
 
 
 class GpusSampled(Message):
-    """One NVML reading of every card (a list of backend.gpu.GpuSample)."""
+    """One NVML reading of every card (a list of backend.gpu.GpuSample) and who holds each card
+    (GPU index -> list of backend.orphans.Holder)."""
 
-    def __init__(self, samples: list) -> None:
+    def __init__(self, samples: list, holders: dict | None = None) -> None:
         super().__init__()
-        self.samples = samples
+        self.samples, self.holders = samples, holders or {}
 
 
 class PlanReady(Message):

@@ -126,9 +126,14 @@ class MainScreen(Screen):
     @work(group="gpus", exclusive=True, exit_on_error=False)
     async def sample_gpus(self) -> None:
         interval = float(self.app.settings.console["gpu_interval_s"])
+        from backend.orphans import holders_by_gpu
+
+        def read() -> tuple[list, dict]:
+            return self.app.gpus.sample(), holders_by_gpu(self.app.gpus)
+
         while True:
-            samples = await asyncio.to_thread(self.app.gpus.sample)
-            self.post_message(GpusSampled(samples))
+            samples, holders = await asyncio.to_thread(read)
+            self.post_message(GpusSampled(samples, holders))
             await asyncio.sleep(interval)
 
     @on(GpusSampled)
@@ -139,7 +144,7 @@ class MainScreen(Screen):
             if i >= len(panels):
                 panels.append(GpuPanel())
                 box.mount(panels[-1])
-            panels[i].show(sample)
+            panels[i].show(sample, message.holders.get(sample.index, []))
 
     @work(group="metrics", exclusive=True, exit_on_error=False)
     async def read_metrics(self) -> None:

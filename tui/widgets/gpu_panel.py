@@ -39,6 +39,21 @@ def rows(s: Any) -> list[tuple[str, Text | str]]:
     ]
 
 
+def holder_rows(holders: list, most: int = 4) -> list[tuple[str, Text | str]]:
+    """One row per process on the card; not the supervised server's is flagged (an orphan holds
+    memory a restart will need)."""
+    out: list[tuple[str, Text | str]] = []
+    for h in holders[:most]:
+        mem = f"{h.gpu_bytes / 2**30:.1f} GiB" if h.gpu_bytes else "? GiB"
+        text = Text(f"{h.pid} {h.label[:22]} {mem}")
+        if not h.owned:
+            text.append("  not ours", "bold yellow")
+        out.append(("proc", text))
+    if len(holders) > most:
+        out.append(("", Text(f"+{len(holders) - most} more", "dim")))
+    return out
+
+
 class GpuPanel(Static):
     DEFAULT_CSS = """
     GpuPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
@@ -46,12 +61,13 @@ class GpuPanel(Static):
 
     last_rows: list[tuple[str, str]] = []  # what is shown, as plain text
 
-    def show(self, sample: Any) -> None:
+    def show(self, sample: Any, holders: list | None = None) -> None:
         self.border_title = f"GPU {sample.index} · {sample.name}"
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold")
         table.add_column()
         shown = rows(sample)
+        shown += holder_rows(holders or [])
         self.last_rows = [(name, str(value)) for name, value in shown]
         for name, value in shown:
             table.add_row(name, value)
