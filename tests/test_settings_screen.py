@@ -123,13 +123,17 @@ async def test_esc_cancels_an_edit_without_saving(cfg):
     assert cfg.read_bytes() == before
 
 
+async def save_max_model_len_while_ready(pilot, app) -> None:
+    assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+    await open_at(pilot, app, "server.max_model_len")
+    await edit(pilot, app, "4096")
+    assert await wait_until(pilot, lambda: "Press r to restart" in message(app))
+
+
 async def test_saving_a_server_key_while_ready_offers_r_and_r_restarts(cfg):
     app, client = make(cfg, state=READY)
     async with app.run_test(size=(150, 45)) as pilot:
-        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
-        await open_at(pilot, app, "server.max_model_len")
-        await edit(pilot, app, "4096")
-        assert await wait_until(pilot, lambda: "Press r to restart" in message(app))
+        await save_max_model_len_while_ready(pilot, app)
         assert "takes effect when it restarts" in message(app)
         assert client.actions == []
         await pilot.press("r")
@@ -207,10 +211,7 @@ async def test_saved_but_not_restarted_marks_the_ledger_as_ahead_of_the_server(c
 
     app, client = make(cfg, state=READY)
     async with app.run_test(size=(150, 45)) as pilot:
-        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
-        await open_at(pilot, app, "server.max_model_len")
-        await edit(pilot, app, "4096")
-        assert await wait_until(pilot, lambda: "Press r to restart" in message(app))
+        await save_max_model_len_while_ready(pilot, app)
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
         panel = app.screen.query_one(LedgerPanel)
