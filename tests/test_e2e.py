@@ -178,27 +178,35 @@ async def test_console_load_test_against_the_real_server(server):
 
 def _console_in_a_pty() -> "subprocess.Popen":
     """A real `qwen-tui --demo` console on a pseudo-terminal, as over SSH."""
+    import fcntl
     import pty
+    import struct
     import subprocess
     import sys
+    import termios
+    import threading
 
     from e2e_helpers import ROOT
 
     master, slave = pty.openpty()
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", LINES="40")
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))  # 40 x 140
+    env = dict(os.environ, TERM="xterm-256color")
     proc = subprocess.Popen([sys.executable, "-m", "tui.main", "--demo"], cwd=ROOT, stdin=slave,
                             stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
     proc.master = master  # keep it open: a closed pty is itself a hang-up
+    proc.screen = bytearray()  # everything the console drew
 
     def drain():
         try:
-            while os.read(master, 65536):
-                pass
+            while True:
+                chunk = os.read(master, 65536)
+                if not chunk:
+                    return
+                proc.screen.extend(chunk)
         except OSError:
             pass
 
-    import threading
     threading.Thread(target=drain, daemon=True).start()
     return proc
 
@@ -211,8 +219,10 @@ def test_console_dies_server_keeps_serving(server, sig):
     assert before["state"] == "ready"
     console = _console_in_a_pty()
     try:
-        time.sleep(4)  # mounted and polling
+        # mounted, its signal handlers installed, and attached: the status bar says READY
+        wait_for(lambda: b"READY" in console.screen or console.poll() is not None, 60, what="the console")
         assert console.poll() is None, "the console did not start"
+        time.sleep(0.5)
         os.kill(console.pid, sig)
         rc = console.wait(timeout=15)
         if sig == signal.SIGHUP:
