@@ -232,3 +232,14 @@ async def test_level_filter_and_search(qhome):
         assert list(log.lines) == [lines[3]] and "search 'kv cache'" in log.border_title
         await pilot.press("escape")
         assert len(log.lines) == 4
+
+
+async def test_question_mark_toggles_the_keys_panel(qhome):
+    from textual.widgets import HelpPanel
+
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.press("question_mark")
+        assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 1)
+        await pilot.press("question_mark")
+        assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 0)

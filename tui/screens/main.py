@@ -39,6 +39,7 @@ class MainScreen(Screen):
         Binding("b", "bench", "Load test", id="bench"),
         Binding("e", "settings", "Settings", id="settings"),
         Binding("escape", "clear_filters", "Clear filters", id="clear", show=False),
+        Binding("question_mark", "toggle_keys", "Keys", id="keys"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -102,6 +103,15 @@ class MainScreen(Screen):
             self.notify("the load test needs a READY server: s starts it", severity="warning")
             return
         self.app.push_screen(BenchScreen(self.state, self.plan))
+
+    def action_toggle_keys(self) -> None:
+        """The keys of whatever has focus, with what they do (Textual's help panel)."""
+        from textual.widgets import HelpPanel
+
+        if self.query(HelpPanel):
+            self.app.action_hide_help_panel()
+        else:
+            self.app.action_show_help_panel()
 
     def action_doctor(self) -> None:
         from tui.screens.doctor import DoctorScreen
