@@ -120,7 +120,8 @@ class Supervisor:
             "argv_hash": argv_hash(self.launch.argv),
             "env": self.launch.env,
             "settings": self.settings.snapshot(),
-            "failure": snap.get("failure") if self.state in ("failed", "backoff") else self.failure,
+            # what the supervisor itself saw (/health failing) first; else the log's diagnosis
+            "failure": self.failure or (snap.get("failure") if self.state in ("failed", "backoff") else None),
             "stop_report": self.stop_report,
             "gpu_release": self.gpu_release,
             "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",

@@ -126,3 +126,64 @@ async def test_an_engine_death_line_ends_a_lingering_launch_as_failed(qhome) -> 
     assert sup.status()["failure"]["kind"] == "engine_dead"
     assert "stopped in" in sup.stop_report  # it was alive: the supervisor stopped it
     assert sup.restarts == 0
+
+
+# A named fake, for a fault real vLLM cannot be made to produce on demand: /health that turns to 500
+# on a server that is still running. The stand-in answers 200 to its first two probes, then 500.
+FAKE_HEALTH_500 = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    n = 0
+    def do_GET(self):
+        H.n += 1
+        code = 200 if self.path != "/health" or H.n <= 2 else 500
+        self.send_response(code)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+    def log_message(self, *a):
+        pass
+print("INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+async def test_health_failing_past_the_grace_period_fails_a_ready_server(qhome) -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    settings = load(None, overrides=["console.stop_timeout=5", f"server.port={port}",
+                                     "console.health_interval_s=0.1", "console.health_grace_s=0.5"])
+    launch = Launch([sys.executable, "-c", FAKE_HEALTH_500, str(port)], {}, VllmInstall(None, None, sys.executable), [])
+    sup = Supervisor(settings, launch, restart="never")
+    sup.gpus = GroupOnGpu(sup)
+    states: list[str] = []
+    sup.on_state = lambda t: states.append(t.state)
+    t0 = time.monotonic()
+    assert await asyncio.wait_for(sup.run(), 30) == 1
+    assert states[:2] == ["starting", "ready"] and sup.state == "failed"
+    assert sup.status()["failure"]["kind"] == "engine_dead"
+    assert "/health failing" in sup.status()["failure"]["message"]
+    assert time.monotonic() - t0 < 10  # 0.5 s grace, not a hang
+    assert "stopped in" in sup.stop_report  # the still-running process was stopped
+
+
+async def test_gives_up_after_n_failures_within_the_window(qhome, monkeypatch) -> None:
+    import backend.supervisor as sv
+
+    monkeypatch.setattr(sv, "BACKOFF_START_S", 0.05)  # 0.05 s, 0.1 s ... instead of 5 s, 10 s
+    settings = load(None, overrides=["console.stop_timeout=5", "server.port=1",
+                                     "console.restart_max_failures=3", "console.restart_window_s=600"])
+    crash = "print('INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0'); raise SystemExit(3)"
+    launch = Launch([sys.executable, "-c", crash], {}, VllmInstall(None, None, sys.executable), [])
+    sup = Supervisor(settings, launch, restart="on-failure")
+    sup.gpus = GroupOnGpu(sup)
+    details: list[tuple[str, str]] = []
+    sup.on_state = lambda t: details.append((t.state, t.detail))
+    assert await asyncio.wait_for(sup.run(), 30) == 1
+    assert sup.restarts == 2  # three launches, three failures
+    assert [d for s, d in details if s == "backoff"] == ["restart in 0 s (failure 1)", "restart in 0 s (failure 2)"]
+    assert details[-1] == ("failed", "gave up after 3 failures in 600 s")
