@@ -81,13 +81,16 @@ class Supervisor:
         self.stop_report: str | None = None
         self.served_models: list[str] = []
         self._stop_requested = asyncio.Event()
-        self._engine_dead = asyncio.Event()  # set by an engine-death line; reset for each launch
+        # set when this launch has failed while its process still runs (an engine-death line, or
+        # /health failing past the grace period): _run_once stops it. Reset for each launch.
+        self._launch_failed = asyncio.Event()
         self._health_fail_since: float | None = None
         self._pgid: int | None = None
         # a backend.gpu.GpuMonitor, to verify that a stop released the GPU memory; opened in run()
         # when not given (it never raises: no NVML just means the check is skipped and said so)
         self.gpus = gpus
         self.gpu_release: dict[str, Any] | None = None
+        self._cmdline = statefile.cmdline(os.getpid())  # re-attach checks it with the start time
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
@@ -107,6 +110,7 @@ class Supervisor:
             "pgid": self._pgid if pid else None,
             "supervisor_pid": os.getpid(),
             "supervisor_create_time": statefile.create_time(os.getpid()),
+            "supervisor_cmdline": self._cmdline,
             "host": self.settings.server.get("host"),
             "port": self.settings.server.get("port"),
             "base_url": self.settings.base_url,
@@ -142,7 +146,7 @@ class Supervisor:
         self.ready_at = None
         self._health_fail_since = None
         self.started_at = time.time()
-        self._engine_dead = asyncio.Event()
+        self._launch_failed = asyncio.Event()
         self.proc = await asyncio.create_subprocess_exec(
             *self.launch.argv, env=self.launch.full_env(), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -175,7 +179,7 @@ class Supervisor:
         if any(type(e).__name__ in ("Figure", "Failure") for e in events):
             self._write_state()
         if any(type(e).__name__ == "Failure" and e.kind == "engine_dead" for e in events):
-            self._engine_dead.set()  # the API process may linger, answering 500s: end this launch
+            self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
 
     async def _watch_health(self) -> None:
         interval = float(self.settings.console["health_interval_s"])
@@ -203,7 +207,7 @@ class Supervisor:
                     if now - self._health_fail_since > grace:
                         self.failure = {"kind": "engine_dead", "message": f"/health failing for {grace:.0f} s",
                                         "fix": "see the log; the server is restarted if console.restart allows"}
-                        await self._terminate()
+                        self._launch_failed.set()
                         return
                 # while starting, a refused connection on loopback costs microseconds: poll often,
                 # so READY follows /health's first 200 closely (benchmarks/bench_ready_latency.py)
@@ -240,16 +244,17 @@ class Supervisor:
             stop_wait = asyncio.create_task(self._stop_requested.wait())
             assert self.proc
             exited = asyncio.create_task(self._wait_exit())
-            dead = asyncio.create_task(self._engine_dead.wait())
-            done, _ = await asyncio.wait({exited, stop_wait, dead}, return_when=asyncio.FIRST_COMPLETED)
+            failed = asyncio.create_task(self._launch_failed.wait())
+            done, _ = await asyncio.wait({exited, stop_wait, failed}, return_when=asyncio.FIRST_COMPLETED)
             if stop_wait in done and not exited.done():
                 self.parser.stop_requested()
                 self._set("stopping", "SIGTERM to the process group")
                 await self._terminate()
-            elif dead in done and not exited.done():
-                self._set("failed", "the engine died; stopping what is left of this launch")
+            elif failed in done and not exited.done():
+                why = (self.failure or {}).get("message") or "the engine died"
+                self._set("failed", f"{why}; stopping what is left of this launch")
                 await self._terminate()
-            dead.cancel()
+            failed.cancel()
             rc = await exited
             if not self._stop_requested.is_set():
                 # Say so at once; the diagnosis follows once the log is drained.
