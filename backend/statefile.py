@@ -56,6 +56,13 @@ def create_time(pid: int) -> float | None:
         return None
 
 
+def cmdline(pid: int) -> str | None:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, ValueError):
+        return None
+
+
 def pid_matches(pid: Any, created: Any) -> bool:
     """True only if `pid` runs now and started at `created` (a reused pid starts later)."""
     if not isinstance(pid, int) or pid <= 0 or not isinstance(created, (int, float)):
@@ -73,7 +80,9 @@ def read_live(path: Path | None = None, cleanup: bool = True) -> tuple[dict[str,
     data = read(path)
     if data is None:
         return None, None if not path.exists() else f"{path} is unreadable"
-    if pid_matches(data.get("supervisor_pid"), data.get("supervisor_create_time")):
+    pid = data.get("supervisor_pid")
+    recorded = data.get("supervisor_cmdline")  # same pid and start time but another program: exec()
+    if pid_matches(pid, data.get("supervisor_create_time")) and (recorded is None or cmdline(pid) == recorded):
         return data, None
     if data.get("state") in ("stopped", "failed"):
         return None, None  # the supervisor finished and said so: history, not a stale file

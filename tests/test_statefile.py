@@ -36,6 +36,17 @@ def test_reused_pid_is_not_trusted(qhome):
     assert st["state"] == "stopped" and st["pid"] is None
 
 
+def test_same_pid_and_start_time_running_another_program_is_not_trusted(qhome):
+    me = os.getpid()  # what exec() leaves: the pid and start time match, the command line does not
+    statefile.write({"state": "ready", "supervisor_pid": me, "supervisor_create_time": statefile.create_time(me),
+                     "supervisor_cmdline": "python -m backend.cli serve"})
+    data, why = statefile.read_live(cleanup=False)
+    assert data is None and "another process" in why
+    statefile.write({"state": "ready", "supervisor_pid": me, "supervisor_create_time": statefile.create_time(me),
+                     "supervisor_cmdline": statefile.cmdline(me)})
+    assert statefile.read_live(cleanup=False)[0] is not None
+
+
 def test_finished_failure_is_history_not_stale(qhome):
     statefile.write({"state": "failed", "supervisor_pid": 999999, "supervisor_create_time": 1.0,
                      "failure": {"kind": "bad_argument", "message": "m", "fix": "f"}, "restarts": 0})
