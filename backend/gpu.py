@@ -403,10 +403,14 @@ class GpuMonitor:
         with self._lock:
             return {i: self._procs_one(i, h) for i, h in self._handles}
 
-    def processes(self) -> dict[int, int | None]:
-        """pid -> GPU bytes used, summed over the monitored GPUs (None when NVML gave no figure)."""
+    def processes(self, indices: Iterable[int] | None = None) -> dict[int, int | None]:
+        """pid -> GPU bytes used, summed over the monitored GPUs, or only those of ``indices``
+        (None when NVML gave no figure)."""
+        wanted = None if indices is None else set(indices)
         total: dict[int, int | None] = {}
-        for per_gpu in self.processes_by_gpu().values():
+        for index, per_gpu in self.processes_by_gpu().items():
+            if wanted is not None and index not in wanted:
+                continue
             for pid, used in per_gpu.items():
                 if used is None:
                     total.setdefault(pid, None)

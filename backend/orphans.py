@@ -96,16 +96,7 @@ def scan(server_env: dict[str, Any] | None = None, monitor: Any = None,
     try:
         if not monitor.available():
             return OrphanScan(found, None, monitor.reason or "NVML not available")
-        per_gpu = monitor.processes_by_gpu()
-        on_ours: dict[int, int | None] = {}
-        for index, held in per_gpu.items():
-            if indices is not None and index not in indices:
-                continue
-            for pid, used in held.items():
-                if pid in owned:
-                    continue
-                on_ours[pid] = None if used is None and on_ours.get(pid) is None else \
-                    (on_ours.get(pid) or 0) + (used or 0)
+        on_ours = {pid: used for pid, used in monitor.processes(indices).items() if pid not in owned}
         return OrphanScan(procs.with_gpu_memory(found, on_ours), indices, None)
     finally:
         if own_monitor:

@@ -221,3 +221,13 @@ def test_recorded_probe_from_real_h200() -> None:
     timing = probe["timing_ms"]["sample"]
     assert timing["n"] == 100
     assert 0 < timing["median"] < 50
+
+
+def test_processes_of_chosen_gpus_only() -> None:
+    gib = 1 << 30
+    fake = FakeNvml(copies=2, procs=[[{"pid": 1, "usedGpuMemory": gib}, {"pid": 2, "usedGpuMemory": None}],
+                                     [{"pid": 1, "usedGpuMemory": 2 * gib}, {"pid": 3, "usedGpuMemory": gib}]])
+    mon = GpuMonitor(nvml=fake)
+    assert mon.processes([1]) == {1: 2 * gib, 3: gib}
+    assert mon.processes([0]) == {1: gib, 2: None}
+    assert mon.processes() == {1: 3 * gib, 2: None, 3: gib}

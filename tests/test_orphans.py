@@ -34,9 +34,11 @@ class GpuDouble:
     def processes_by_gpu(self) -> dict[int, dict[int, int | None]]:
         return {i: {p: b for p, b in d.items() if self.sticky or _alive(p)} for i, d in self.per_gpu.items()}
 
-    def processes(self) -> dict[int, int | None]:
+    def processes(self, indices=None) -> dict[int, int | None]:
         out: dict[int, int | None] = {}
-        for d in self.processes_by_gpu().values():
+        for i, d in self.processes_by_gpu().items():
+            if indices is not None and i not in indices:
+                continue
             for p, b in d.items():
                 out[p] = (out.get(p) or 0) + (b or 0)
         return out

@@ -52,7 +52,7 @@ class GroupOnGpu:
         pgid = self.sup._pgid
         return {0: {pid: 4 * GIB for pid in (procs.group_members(pgid) if pgid else [])}}
 
-    def processes(self):
+    def processes(self, indices=None):
         return dict(self.processes_by_gpu()[0])
 
     def sample(self):
