@@ -6,7 +6,6 @@ Plain data; the console's ChatPane renders it and backend.chat streams each repl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from backend.chat import ChatResult
 
@@ -35,14 +34,6 @@ class Conversation:
     def transcript(self) -> str:
         """The conversation as Markdown (what `copy all` puts on the clipboard)."""
         return "\n\n".join(f"**{t['role']}**: {t['content']}" for t in self.turns)
-
-
-def figures(result: ChatResult, ceiling: float | None = None) -> dict[str, Any]:
-    """The numbers shown under a reply (and given to the ledger panel)."""
-    return {"ttft_ms": None if result.ttft_s is None else result.ttft_s * 1000,
-            "tokens_per_s": result.tokens_per_s, "completion_tokens": result.completion_tokens,
-            "prompt_tokens": result.prompt_tokens, "finish_reason": result.finish_reason,
-            "ceiling_tokens_per_s": ceiling, "total_s": result.total_s}
 
 
 def figures_line(result: ChatResult, ceiling: float | None = None) -> str:

@@ -310,13 +310,11 @@ def cmd_doctor(args) -> int:
 
 def cmd_chat(args) -> int:
     from backend.chat import ChatError, ChatResult, stream_chat
+    from backend.conversation import Conversation
 
     settings = load_settings(args)
     prompt = " ".join(args.prompt) if args.prompt else sys.stdin.read()
-    messages = []
-    if settings.chat["system_prompt"]:
-        messages.append({"role": "system", "content": settings.chat["system_prompt"]})
-    messages.append({"role": "user", "content": prompt})
+    messages = Conversation(settings.chat["system_prompt"]).messages(prompt)
     result = ChatResult()
 
     async def run() -> None:
