@@ -19,8 +19,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from backend import paths
-from backend.settings import (SCHEMA, ConfigError, Key, Settings, atomic_write, check_value, load,
-                              parse_override, read_toml, save_setting)
+from backend.settings import (SCHEMA, ConfigError, Key, Settings, check_value, load, parse_override, read_toml,
+                              remove_setting, save_setting)
 
 # Console keys the supervisor process reads when it starts: like [server], they apply on restart.
 SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_timeout", "restart",
@@ -236,68 +236,10 @@ def parse_text(section: str, key: str, text: str) -> Edit:
     return Edit(section, key, check_value(section, key, value), False)
 
 
-def _check_text(path: Path, text: str) -> None:
-    """Never write a file that would not load."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:  # pragma: no cover - tomlkit wrote it
-        raise ConfigError(f"{path}: the new text is not valid TOML, not saving: {e}") from None
-    for section, table in data.items():
-        for key, value in (table.items() if isinstance(table, dict) else ()):
-            check_value(section, key, value)
-
-
-def _write_doc(path: Path, change) -> None:
-    import tomlkit
-
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    try:
-        doc = tomlkit.parse(text)
-    except Exception as e:  # tomlkit's own ParseError subclasses
-        raise ConfigError(f"{path}: not valid TOML, not saving: {e}") from None
-    if not change(doc):
-        return
-    new_text = tomlkit.dumps(doc)
-    _check_text(path, new_text)
-    atomic_write(path, new_text)
-
-
-def _remove_key(path: Path, section: str, key: str) -> None:
-    def change(doc) -> bool:
-        if section in doc and key in doc[section]:
-            del doc[section][key]
-            return True
-        return False
-
-    _write_doc(path, change)
-
-
-def _save_table(path: Path, section: str, key: str, value: dict[str, Any]) -> None:
-    """A table value ([server.env]) changed name by name, so the comments inside it survive."""
-    import tomlkit
-
-    def change(doc) -> bool:
-        if section not in doc:
-            doc.add(section, tomlkit.table())
-        if key not in doc[section] or not isinstance(doc[section][key], dict):
-            doc[section][key] = tomlkit.table()
-        table = doc[section][key]
-        for name in [n for n in table if n not in value]:
-            del table[name]
-        for name, v in value.items():
-            if name not in table or table[name] != v:
-                table[name] = v
-        return True
-
-    _write_doc(path, change)
-
-
 def save_edit(path: Path, edit: Edit) -> None:
     """Write one edit into the file: comment-preserving (tomlkit) and atomic."""
     if edit.unset:
-        _remove_key(path, edit.section, edit.key)
-    elif isinstance(edit.value, dict):
-        _save_table(path, edit.section, edit.key, edit.value)
+        remove_setting(path, edit.section, edit.key)
     else:
         save_setting(path, edit.section, edit.key, edit.value)
 

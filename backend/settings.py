@@ -15,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -284,19 +284,56 @@ def save_setting(path: Path, section: str, key: str, value: Any) -> None:
     """Change one key in the user's file, keeping comments and order; written atomically.
 
     The new value is validated first and the whole new text is re-read before it replaces the
-    old file, so a failure leaves the old file untouched.
+    old file, so a failure leaves the old file untouched. A table value ([server.env]) is changed
+    name by name, so the comments inside the table survive too.
     """
     import tomlkit
 
     value = check_value(section, key, value)
+
+    def change(doc) -> bool:
+        if section not in doc:
+            doc.add(section, tomlkit.table())
+        if not isinstance(value, dict):
+            doc[section][key] = value
+            return True
+        if key not in doc[section] or not isinstance(doc[section][key], dict):
+            doc[section][key] = tomlkit.table()
+        table = doc[section][key]
+        for name in [n for n in table if n not in value]:
+            del table[name]
+        for name, v in value.items():
+            if name not in table or table[name] != v:
+                table[name] = v
+        return True
+
+    _edit_file(path, change)
+
+
+def remove_setting(path: Path, section: str, key: str) -> None:
+    """Take one key out of the user's file (its default applies); comments kept, atomic."""
+
+    def change(doc) -> bool:
+        if section in doc and key in doc[section]:
+            del doc[section][key]
+            return True
+        return False
+
+    _edit_file(path, change)
+
+
+def _edit_file(path: Path, change: Callable[[Any], bool]) -> None:
+    """Parse the file with tomlkit, apply `change(doc)` (False: nothing to write), check that the
+    new text loads, and replace the file atomically."""
+    import tomlkit
+
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     try:
         doc = tomlkit.parse(text)
     except Exception as e:  # tomlkit raises its own ParseError subclasses
         raise ConfigError(f"{path}: not valid TOML, not saving: {e}") from None
-    if section not in doc:
-        doc.add(section, tomlkit.table())
-    doc[section][key] = value
+    if not change(doc):
+        return
     new_text = tomlkit.dumps(doc)
     _merge(defaults(), tomllib.loads(new_text), str(path))  # never write a file we could not read
     atomic_write(path, new_text)
