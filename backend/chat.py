@@ -167,11 +167,3 @@ def _handle_line(line: str, result: ChatResult, start: float) -> Delta | None:
             result.text += text
             return Delta(text, reasoning)
     return None
-
-
-async def list_models(base_url: str, api_key: str | None = None) -> list[dict[str, Any]]:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(base_url=base_url, timeout=5.0, trust_env=False, headers=headers) as c:
-        resp = await c.get("/v1/models")
-        resp.raise_for_status()
-        return list(resp.json().get("data", []))

@@ -358,9 +358,3 @@ def terminate(
         survivors=survivors,
         errors=t.errors,
     )
-
-
-def kill_pids(pids: Iterable[int], timeout: float = 5.0, poll: float = 0.1) -> StopReport:
-    """Stop exactly these pids (orphans the user picked) and their descendants: SIGTERM, wait
-    ``timeout`` s, SIGKILL, verify. No process group is signalled."""
-    return terminate(None, pids, timeout, poll)

@@ -215,7 +215,7 @@ def test_reparented_orphan_is_stopped_through_the_group(spawn) -> None:
     assert procs.group_members(tree.pgid) == []
 
 
-def test_kill_pids_targets_only_the_chosen_orphan(spawn) -> None:
+def test_terminate_without_a_group_targets_only_the_chosen_orphan(spawn) -> None:
     # A stubborn orphan engine in its own session with one worker; a bystander in the same tree.
     spec = {"role": "api", "children": [
         {"role": "launcher", "exit": True, "children": [
@@ -226,7 +226,7 @@ def test_kill_pids_targets_only_the_chosen_orphan(spawn) -> None:
     ]}
     tree = spawn(spec)
     engine, tp0 = tree.pids["engine"], tree.pids["tp0"]
-    report = procs.kill_pids([engine], timeout=1.0)
+    report = procs.terminate(None, [engine], timeout=1.0)
     assert report.killed == sorted([engine, tp0])  # its descendant too, both ignored SIGTERM
     assert report.survivors == []
     assert report.summary().endswith("2 processes needed SIGKILL")
@@ -247,7 +247,7 @@ def test_nothing_running(spawn) -> None:
     tree = spawn({"role": "solo"})
     tree.popen.kill()
     tree.popen.wait()
-    report = procs.kill_pids([tree.popen.pid], timeout=1)
+    report = procs.terminate(None, [tree.popen.pid], timeout=1)
     assert report == StopReport(report.seconds, [], [], [], [])
     assert report.summary() == "nothing was running"
 
@@ -275,7 +275,7 @@ def test_refuses_dangerous_targets() -> None:
             procs.terminate(pgid, [], timeout=1)
     for pid in (0, 1, -1, os.getpid(), os.getppid()):
         with pytest.raises(ValueError):
-            procs.kill_pids([pid])
+            procs.terminate(None, [pid], 5.0)
 
 
 def test_with_gpu_memory(spawn) -> None:
