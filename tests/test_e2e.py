@@ -56,7 +56,13 @@ def test_ready_serves_models_and_streams_a_chat(server):
     assert server["served_models"] == ["qwen-tui-demo"]
     # the figures parsed from the live log
     assert server["kv_cache_tokens"] > 0 and server["max_concurrency"] > 1
-    live = status()["metrics"]  # and what it is doing now, from its /metrics
+    st = status()  # the `status --json` contract
+    assert {"state", "pid", "supervisor_pid", "port", "uptime_s", "restarts", "log_path", "failure",
+            "kv_cache_tokens", "max_concurrency"} <= set(st)
+    assert st["port"] == 8011 and st["uptime_s"] > 0 and st["failure"] is None and st["restarts"] == 0
+    assert "vllm.entrypoints" in " ".join(psutil.Process(st["pid"]).cmdline())  # pid: the API server
+    assert psutil.Process(st["supervisor_pid"]).is_running() and os.path.exists(st["log_path"])
+    live = st["metrics"]  # and what it is doing now, from its /metrics
     assert live["running"] == 0 and live["kv_cache_usage"] == 0 and "error" not in live
     r = cli("--demo", "chat", "--json", "--max-tokens", "16", "Hello")
     assert r.returncode == 0, r.stderr
