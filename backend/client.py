@@ -38,7 +38,8 @@ def status() -> dict[str, Any]:
                 "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts", 0),
                 "log_path": last.get("log_path"), "detail": last.get("detail"),
                 "failure": last.get("failure") if state == "failed" else None,
-                "kv_cache_tokens": None, "max_concurrency": None, "note": why}
+                "kv_cache_tokens": None, "max_concurrency": None, "note": why,
+                "last_failure": last.get("last_failure"), "attempts": last.get("attempts") or []}
     figures = dict(data.get("figures") or {})
     started = data.get("started_at")
     return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
@@ -50,7 +51,10 @@ def status() -> dict[str, Any]:
             "served_model_name": data.get("served_model_name"),
             "stop_report": data.get("stop_report"), **figures,
             "kv_cache_tokens": figures.get("kv_cache_tokens"),
-            "max_concurrency": figures.get("max_concurrency")}
+            "max_concurrency": figures.get("max_concurrency"),
+            # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
+            "attempt": data.get("attempt"), "last_failure": data.get("last_failure"),
+            "attempts": data.get("attempts") or [], "reaping_pids": data.get("reaping_pids") or []}
 
 
 def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,

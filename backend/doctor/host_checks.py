@@ -81,12 +81,30 @@ def _snapshot(repo_dir: Path) -> Path | None:
     return max(snaps, key=lambda s: s.stat().st_mtime) if snaps else None
 
 
-def folder_problems(folder: Path) -> tuple[str | None, str]:
+# vLLM --load-format values that read no weight files from the model folder: `dummy` makes random
+# weights (vllm/model_executor/model_loader/dummy_loader.py); the others stream from elsewhere.
+NO_FILE_FORMATS = {"dummy", "runai_streamer", "runai_streamer_sharded", "tensorizer"}
+
+
+def load_format(settings_server: dict, extra_args: list[str]) -> str:
+    """The --load-format vLLM will use: server.load_format, or one passed in extra_args (last wins)."""
+    fmt = str(settings_server.get("load_format") or "auto")
+    for i, arg in enumerate(extra_args):
+        if arg == "--load-format" and i + 1 < len(extra_args):
+            fmt = extra_args[i + 1]
+        elif arg.startswith("--load-format="):
+            fmt = arg.split("=", 1)[1]
+    return fmt
+
+
+def folder_problems(folder: Path, fmt: str = "auto") -> tuple[str | None, str]:
     """(what is wrong or None, a summary of what is there) for a model folder."""
     from backend.ledger.safetensors_count import count_dir
 
     if not (folder / "config.json").is_file():
         return f"no config.json in {folder}", ""
+    if fmt in NO_FILE_FORMATS:
+        return None, f"config.json; weights not checked (--load-format {fmt} reads no weight files)"
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -122,8 +140,9 @@ def check_model(ctx: Context) -> Check:
     if not model:
         return Check("model", "fail", "server.model is empty", "server.model = a repo id or a model folder")
     path = Path(model).expanduser()
+    fmt = load_format(ctx.server, ctx.settings.extra_args)
     if path.is_dir():
-        bad, summary = folder_problems(path)
+        bad, summary = folder_problems(path, fmt)
         if bad:
             return Check("model", "fail", f"{path}: {bad}",
                          "copy the missing or broken files again (or download the model again) into that folder")
@@ -151,7 +170,7 @@ def check_model(ctx: Context) -> Check:
             return Check("model", "fail", f"{what} and HF_HUB_OFFLINE is set", f"{get} on a machine with network")
         return Check("model", "warn", f"{what}: the first start downloads it"
                      + (f" (~{gb(size)})" if size else ""), f"download it first: {get}")
-    bad, summary = folder_problems(snap)
+    bad, summary = folder_problems(snap, fmt)
     partial = list((repo_dir / "blobs").glob("*.incomplete"))
     if bad or partial:
         extra = f"; {plural(len(partial), 'interrupted download')} in blobs/" if partial else ""

@@ -302,6 +302,8 @@ def lib_fix(lib: str) -> str:
     if stem.startswith("libtorch"):
         return f"{lib} is missing: the installed torch is a CPU build; reinstall the CUDA build vLLM was built for"
     pkg = _LIB_PKG.get(stem)
+    if pkg and major.isdigit() and int(major) >= 13:  # CUDA 13 wheels drop the -cuNN suffix
+        pkg = "'" + pkg.replace("-cu{v}", "") + f"=={major}.*'"
     hint = f" (e.g. pip install {pkg.format(v=major)})" if pkg and major else ""
     cuda = f"CUDA {major} " if major else "CUDA "
     return (f"{lib} cannot be loaded: install the {cuda}runtime libraries your vllm/torch build needs{hint}, "

@@ -1,0 +1,118 @@
+"""Failure memory across restarts, the never-restarted kinds, and the pids of a dead launch that the
+supervisor is still reaping (issue 9). The launched program is a stand-in that prints vLLM's own
+lines (from the v0.20.2 H200 run kept in tests/fixtures/vllm-logs/) and exits; not vLLM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+import psutil
+
+from backend import orphans, procs, statefile
+from backend.command import Launch, VllmInstall
+from backend.settings import load
+from backend.supervisor import PERMANENT_FAILURES, Supervisor
+from tests.test_supervisor import STAND_IN, GroupOnGpu, _engine, _until
+
+NO_CACHE = r"""
+print("(EngineCore pid=2340) INFO 12-01 07:01:11 [gpu_model_runner.py:4879] Model loading took 27.57 GiB memory and 0.82 seconds", flush=True)
+print("(EngineCore pid=2340) INFO 12-01 07:01:22 [gpu_worker.py:440] Available KV cache memory: -5.03 GiB", flush=True)
+print("(EngineCore pid=2340) ERROR 12-01 07:01:22 [core.py:1136]     raise ValueError(", flush=True)
+print("(EngineCore pid=2340) ERROR 12-01 07:01:22 [core.py:1136] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", flush=True)
+raise SystemExit(1)
+"""
+
+# exits with the same diagnosed failure every time (an OOM)
+SAME_KIND = r"""
+print("(EngineCore pid=1) ERROR 12-01 07:01:22 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
+raise SystemExit(1)
+"""
+
+
+def _sup(qhome, program: str, restart: str = "on-failure", *extra: str) -> Supervisor:
+    settings = load(None, overrides=["console.stop_timeout=5", "server.port=1",
+                                     "console.restart_max_failures=5", *extra])
+    launch = Launch([sys.executable, "-c", program], {}, VllmInstall(None, None, sys.executable), [])
+    sup = Supervisor(settings, launch, restart=restart)
+    sup.gpus = GroupOnGpu(sup)
+    return sup
+
+
+async def test_no_cache_memory_fails_once_and_is_not_restarted(qhome) -> None:
+    assert "no_cache_memory" in PERMANENT_FAILURES
+    sup = _sup(qhome, NO_CACHE)
+    assert await asyncio.wait_for(sup.run(), 30) == 1
+    st = sup.status()
+    assert sup.restarts == 0 and st["state"] == "failed"
+    assert st["failure"]["kind"] == "no_cache_memory" and "not restarted" in st["detail"]
+    # the history says which attempt failed, how, and where its log is
+    assert [a["attempt"] for a in st["attempts"]] == [1]
+    last = st["last_failure"]
+    assert last["kind"] == "no_cache_memory" and last["exit_code"] == 1 and not last["was_ready"]
+    assert os.path.exists(last["log_path"]) and "No available memory" in open(last["log_path"]).read()
+    on_disk = json.loads(statefile.state_path().read_text())
+    assert on_disk["last_failure"]["kind"] == "no_cache_memory"
+
+
+async def test_the_same_failure_twice_before_ready_stops_the_loop(qhome, monkeypatch) -> None:
+    import backend.supervisor as sv
+
+    monkeypatch.setattr(sv, "BACKOFF_START_S", 0.05)
+    # take the OOM kinds off the never-restart list: what stops the loop must be the repetition
+    monkeypatch.setattr(sv, "PERMANENT_FAILURES", PERMANENT_FAILURES - {"oom_loading", "oom_runtime"})
+    sup = _sup(qhome, SAME_KIND)
+    states: list[tuple[str, str]] = []
+    sup.on_state = lambda t: states.append((t.state, t.detail))
+    assert await asyncio.wait_for(sup.run(), 30) == 1
+    kind = sup.status()["last_failure"]["kind"]
+    assert kind in ("oom_loading", "oom_runtime")
+    assert sup.restarts == 1 and len(sup.attempts) == 2
+    assert "again before READY" in states[-1][1]
+    # attempt 1's failure was kept while attempt 2 ran: each attempt has its own log
+    assert sup.attempts[0]["log_path"] != sup.attempts[1]["log_path"]
+
+
+async def test_a_dead_launch_being_reaped_is_published_and_never_an_orphan(qhome, monkeypatch) -> None:
+    """For seconds after kill -9 of the API server, its EngineCore is still alive while the
+    supervisor stops it: the state file names it, and the orphan scan counts it as owned."""
+    seen: dict[str, object] = {}
+    real = procs.group_members
+
+    sup = _sup(qhome, STAND_IN, "never")
+    sup.gpus = GroupOnGpu(sup)
+    import backend.orphans as orph
+
+    real_stop = orph.stop_verified
+
+    def slow_stop(pgid, pids, timeout, monitor):  # look at the world while the reap is under way
+        data = json.loads(statefile.state_path().read_text())
+        seen["state"] = data
+        seen["scan"] = orphans.scan({}, monitor=_NoNvml()).pids
+        return real_stop(pgid, pids, timeout, monitor)
+
+    monkeypatch.setattr(orph, "stop_verified", slow_stop)
+    run = asyncio.create_task(sup.run())
+    await _until(lambda: sup.state == "starting" and len(_engine(sup)) == 1)
+    engine = _engine(sup)[0]
+    os.kill(sup.proc.pid, signal.SIGKILL)
+    assert await asyncio.wait_for(run, 30) == 1
+    assert engine in seen["state"]["reaping_pids"]
+    assert seen["state"]["state"] == "failed" and "cleaning up" in seen["state"]["detail"]
+    assert engine not in seen["scan"]
+    assert sup.status()["reaping_pids"] == []  # done
+    assert not psutil.pid_exists(engine) or psutil.Process(engine).status() == psutil.STATUS_ZOMBIE
+    assert real is procs.group_members
+
+
+class _NoNvml:
+    reason = "no NVML (test double)"
+
+    def available(self) -> bool:
+        return False
+
+    def shutdown(self) -> None:
+        pass
