@@ -24,6 +24,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 CLI = [sys.executable, "-m", "tui.main"]
 
+QWEN7B = "/tmp/w/model/Qwen2.5-7B-shape"
+QWEN7B_CONFIG = {  # Qwen2.5-7B-Instruct's config.json shape
+    "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+    "num_key_value_heads": 4, "max_window_layers": 28, "tie_word_embeddings": False,
+}
+
+
+def make_7b(base: Path = Path("/tmp/w/model/Qwen2.5-14B-Instruct")) -> None:
+    """The 14B-shape folder that ../shared/gpu/install.sh writes, with Qwen2.5-7B's shape instead."""
+    dst = Path(QWEN7B)
+    if dst.exists() or not base.exists():
+        return
+    shutil.copytree(base, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.update(QWEN7B_CONFIG)
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+
+
 # name -> --set overrides on top of the config (Qwen2.5-14B's shape, TP=1, max_model_len 8192, 16 seqs)
 GRID: dict[str, list[str]] = {
     "u025": ["server.gpu_memory_utilization=0.25"],
@@ -33,6 +51,16 @@ GRID: dict[str, list[str]] = {
                              "server.max_num_seqs=64"],
     "u050-len32k": ["server.gpu_memory_utilization=0.50", "server.max_model_len=32768"],
     "u095-seqs128": ["server.gpu_memory_utilization=0.95", "server.max_num_seqs=128"],
+    # another shape (Qwen2.5-7B's config, same tokenizer): what is per model and what is per runtime.
+    # Each twice: the first start compiles (cold), the second loads the compile cache (warm).
+    "7b-u020-cold": [f"server.model={QWEN7B}", "server.gpu_memory_utilization=0.20"],
+    "7b-u020-warm": [f"server.model={QWEN7B}", "server.gpu_memory_utilization=0.20"],
+    "7b-u020-mnbt2048-cold": [f"server.model={QWEN7B}", "server.gpu_memory_utilization=0.20",
+                              "server.max_num_batched_tokens=2048"],
+    "7b-u020-mnbt2048-warm": [f"server.model={QWEN7B}", "server.gpu_memory_utilization=0.20",
+                              "server.max_num_batched_tokens=2048"],
+    "7b-u020-mnbt2048-eager": [f"server.model={QWEN7B}", "server.gpu_memory_utilization=0.20",
+                               "server.max_num_batched_tokens=2048", "server.enforce_eager=true"],
 }
 
 
@@ -84,7 +112,8 @@ def one(name: str, sets: list[str], out: Path) -> dict:
     if log_path and Path(log_path).exists():
         header = [f"# source: qwen-tui benchmarks/gpu_calibrate.py run {name!r}, {time.strftime('%Y-%m-%d')}, "
                   f"vLLM {served.get('vllm_version')} (CUDA build) on {nv.get('name')}, under qwen-tui serve",
-                  "# model: Qwen2.5-14B-Instruct's exact shape with random weights (--load-format dummy); TP 1",
+                  f"# model: {'Qwen2.5-7B' if name.startswith('7b') else 'Qwen2.5-14B'}-Instruct's exact shape "
+                  "with random weights (--load-format dummy); TP 1",
                   f"# qwen-tui-settings: {json.dumps((settings or {}).get('server'), sort_keys=True)}",
                   f"# nvml: {json.dumps(nv, sort_keys=True)}",
                   f"# extract: kv_cache_tokens {served.get('kv_cache_tokens')}; max_concurrency "
@@ -104,6 +133,8 @@ def main(argv: list[str]) -> int:
         names = argv[argv.index("--only") + 1].split(",")
     if "--cold-first" in argv:
         shutil.rmtree(Path.home() / ".cache" / "vllm" / "torch_compile_cache", ignore_errors=True)
+    if any(n.startswith("7b") for n in names):
+        make_7b()
     results = []
     for name in names:
         rec = one(name, GRID[name], out)
