@@ -151,16 +151,40 @@ def test_default_utilization_by_version():
                 [R3090] * 2).gpu_memory_utilization == 0.92
 
 
-def test_cuda_graph_estimate_subtracted_from_0_21():
-    old = plan(q14(), repo_defaults(vllm_version="0.20.2"), [R3090] * 2)
-    new = plan(q14(), repo_defaults(vllm_version="0.21.0"), [R3090] * 2)
-    eager = plan(q14(), repo_defaults(vllm_version="0.21.0", enforce_eager=True), [R3090] * 2)
+def test_cuda_graph_estimate_subtracted_from_0_20():
+    """0.20.2 already prints "Estimated CUDA graph memory" and subtracts it (the H200 runs in
+    tests/fixtures/gpu/calibration/); 0.19 captured them on top of the budget."""
+    old = plan(q14(), repo_defaults(vllm_version="0.19.0"), [R3090] * 2)
+    new = plan(q14(), repo_defaults(vllm_version="0.20.2"), [R3090] * 2)
+    eager = plan(q14(), repo_defaults(vllm_version="0.20.2", enforce_eager=True), [R3090] * 2)
     assert not old.cuda_graphs_subtracted and new.cuda_graphs_subtracted
-    assert new.kv_available_bytes_per_gpu == old.kv_available_bytes_per_gpu - new.cuda_graph_bytes
-    assert eager.cuda_graph_bytes == 0 and eager.kv_available_bytes_per_gpu == old.kv_available_bytes_per_gpu
+    assert new.kv_available_bytes_per_gpu == (new.budget_bytes_per_gpu - new.weights_bytes_per_gpu
+                                              - new.activation_bytes - new.non_torch_bytes - new.cuda_graph_bytes)
+    assert eager.cuda_graph_bytes == 0 and eager.compile_bytes == 0
+    assert eager.kv_available_bytes_per_gpu == new.kv_available_bytes_per_gpu + new.cuda_graph_bytes + new.compile_bytes
     forced = plan(q14(), repo_defaults(vllm_version="0.19.0",
                                        env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}), [R3090] * 2)
     assert forced.cuda_graphs_subtracted
+
+
+def test_cold_compile_is_planned_unless_the_cache_is_warm():
+    cold = plan(q14(), repo_defaults(vllm_version="0.20.2"), [R3090] * 2)
+    warm = plan(q14(), repo_defaults(vllm_version="0.20.2", compile_cache="warm"), [R3090] * 2)
+    # TP=2: each GPU's cold peak holds its half of the 152,064 x 5,120 BF16 embedding
+    embed_half = 152064 // 2 * 5120 * 2
+    assert cold.compile_bytes > 0.9 * embed_half - warm.activation_bytes
+    assert warm.compile_bytes == 0
+    assert cold.kv_available_bytes_per_gpu == warm.kv_available_bytes_per_gpu - cold.compile_bytes
+    assert any("first start" in n for n in cold.notes)
+
+
+def test_v0_tensor_parallel_plans_the_driver_worker():
+    """V0 with TP > 1: rank 0 also runs the sampler warm-up, and every worker's cache is sized by
+    the smallest; the plan is the driver's."""
+    tp1 = plan(q14(), repo_defaults(vllm_version="0.6.4", tensor_parallel_size=1, max_num_seqs=256), [R3090])
+    tp2 = plan(q14(), repo_defaults(vllm_version="0.6.4", max_num_seqs=256), [R3090] * 2)
+    assert any("driver worker" in n for n in tp2.notes) and not any("driver worker" in n for n in tp1.notes)
+    assert tp2.activation_bytes >= 256 * 152064 * 4 * ov.V0_DRIVER_SAMPLER_COPIES
 
 
 def test_graph_counts_follow_max_num_seqs():

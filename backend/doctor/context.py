@@ -202,15 +202,11 @@ class Context:
     def plan(self) -> tuple[Any, str | None]:
         """(Ledger, None) or (None, why)."""
         from backend.ledger import LedgerInputError, plan_from_settings
+        from backend.ledger.adapter import gpus_from_monitor
 
         gpus = None
-        if self.gpu_skip() is None and self.monitor.gpus:
-            free: dict[int, int | None] = {}
-            if not self.ours_running:  # our own server's memory is not held against it
-                free = {s.index: s.memory_free_bytes for s in self.monitor.sample()}
-            gpus = [{"name": g.name, "memory_total_bytes": g.memory_total_bytes, "cc": g.compute_capability,
-                     "memory_free_bytes": free.get(g.index)}
-                    for g in self.monitor.gpus if g.memory_total_bytes]
+        if self.gpu_skip() is None:  # our own server's memory is not held against it
+            gpus = gpus_from_monitor(self.monitor, with_free=not self.ours_running)
         try:
             led = plan_from_settings(self.settings, gpus=gpus or None, vllm_version=self.install.version,
                                      check_free=not self.ours_running)

@@ -153,6 +153,8 @@ def cards_from(settings: Any, gpus: list[dict] | None, check_free: bool = True) 
                 cc=tuple(cc) if cc else None,
                 memory_free_bytes=(int(g["memory_free_bytes"]) if check_free
                                    and g.get("memory_free_bytes") is not None else None),
+                memory_reserved_bytes=(int(g["memory_reserved_bytes"])
+                                       if g.get("memory_reserved_bytes") is not None else None),
                 source="nvml"))
         return out
     n = int(planner.get("gpu_count") or 1)
@@ -184,6 +186,24 @@ def params_from_settings(settings: Any, vllm_version: str | None = None) -> Plan
         gpu_count=None)
 
 
+def gpus_from_monitor(monitor: Any, with_free: bool = True) -> list[dict] | None:
+    """The NVML readings plan_from_settings takes, from a backend.gpu.GpuMonitor (None without NVML):
+    name, memory_total_bytes, cc, memory_reserved_bytes (memory info v2: the driver's own share, which
+    CUDA's total, and so vLLM's budget, leaves out) and, with_free, memory_free_bytes."""
+    if monitor is None or not monitor.available() or not monitor.gpus:
+        return None
+    samples = {s.index: s for s in monitor.sample()}
+    out = []
+    for g in monitor.gpus:
+        if not g.memory_total_bytes:
+            continue
+        s = samples.get(g.index)
+        out.append({"name": g.name, "memory_total_bytes": g.memory_total_bytes, "cc": g.compute_capability,
+                    "memory_reserved_bytes": getattr(s, "memory_reserved_bytes", None),
+                    "memory_free_bytes": s.memory_free_bytes if with_free and s is not None else None})
+    return out or None
+
+
 def plan_from_settings(settings: Any, gpus: list[dict] | None = None, vllm_version: str | None = None,
                        check_free: bool = True) -> Ledger:
     """The ledger for these settings. Raises LedgerInputError when the model cannot be resolved.
@@ -208,10 +228,7 @@ def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict | None, s
     from backend.command import detect_install, python_for
 
     try:
-        gpus = None
-        if monitor is not None and monitor.available():
-            gpus = [{"name": g.name, "memory_total_bytes": g.memory_total_bytes,
-                     "cc": g.compute_capability} for g in monitor.gpus]
+        gpus = gpus_from_monitor(monitor, with_free=False)
         version = detect_install(python_for(settings)).version
         return plan_from_settings(settings, gpus=gpus, vllm_version=version, check_free=False).to_dict(), None
     except LedgerInputError as e:

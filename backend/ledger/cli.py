@@ -15,36 +15,17 @@ from backend.ledger.core import GiB, Ledger
 
 
 def probe_gpus() -> list[dict] | None:
-    """NVML readings (name, memory_total_bytes, cc, memory_free_bytes), or None without NVML."""
+    """NVML readings for the plan (backend.gpu.GpuMonitor, the one NVML reader), or None without NVML."""
+    from backend.gpu import GpuMonitor
+    from backend.ledger.adapter import gpus_from_monitor
+
+    mon = GpuMonitor()
     try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no driver / no GPU: NVMLError subclasses
-        return None
-    try:
-        out = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            try:
-                cc = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))
-            except Exception:
-                cc = None
-            out.append({"name": name.decode() if isinstance(name, bytes) else str(name),
-                        "memory_total_bytes": int(mem.total), "memory_free_bytes": int(mem.free),
-                        "cc": cc})
-        return out or None
-    except Exception:
+        return gpus_from_monitor(mon)
+    except Exception:  # noqa: BLE001 - a driver that fails mid-read: plan from the planner's card
         return None
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
+        mon.shutdown()
 
 
 def detect_vllm_version(settings: Any) -> str | None:
@@ -55,6 +36,11 @@ def detect_vllm_version(settings: Any) -> str | None:
         return detect_install(python_for(settings)).version
     except Exception:  # the launcher's module missing or failing must not break planning
         return None
+
+
+def cards_reserved(led: Ledger) -> str | None:
+    r = [c.get("reserved_gib") for c in led.cards if c.get("reserved_gib") is not None]
+    return f"{min(r):.2f} GiB" if r else None
 
 
 def _g(b: float) -> str:
@@ -76,8 +62,10 @@ def format_table(led: Ledger) -> str:
         f"TP {led.tensor_parallel_size}" + (f" x PP {led.pipeline_parallel_size}"
                                             if led.pipeline_parallel_size > 1 else ""))
     add(f"Budget {per}", _g(led.budget_bytes_per_gpu),
-        f"{led.gpu_memory_utilization:.2f} x {_g(led.usable_bytes_per_gpu)} usable")
-    add("  - activation peak", _g(led.activation_bytes), f"{_n(led.max_num_batched_tokens)} batched tokens")
+        f"{led.gpu_memory_utilization:.2f} x {_g(led.usable_bytes_per_gpu)} usable"
+        + (f" ({cards_reserved(led)} reserved by the driver, NVML)" if cards_reserved(led) else ""))
+    add("  - activation peak", _g(led.activation_bytes), f"{_n(led.max_num_batched_tokens)} batched tokens"
+        + (f", incl. {_g(led.compile_bytes)} for torch.compile's first start" if led.compile_bytes else ""))
     if led.device == "cpu":
         add("  - CPU runtime", _g(led.cpu_baseline_bytes), "measured on vLLM's CPU build")
     else:

@@ -28,6 +28,7 @@ class Card:
     cc: tuple[int, int] | None = None
     memory_free_bytes: int | None = None
     source: str = "nvml"  # nvml | planner | cpu
+    memory_reserved_bytes: int | None = None  # NVML memory info v2: what the driver keeps back
 
 
 @dataclass
@@ -52,6 +53,9 @@ class PlanParams:
     vllm_version: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     gpu_count: int | None = None  # devices in the box (fix suggestions); default len(cards)
+    # "cold": the first start after a change (torch.compile builds its cache; V1 >= 0.20 needs more
+    # memory then, see overheads); "warm": the cache exists. Plan the cold case: that start fails.
+    compile_cache: str = "cold"
 
 
 @dataclass
@@ -91,6 +95,7 @@ class Ledger:
     usable_bytes_per_gpu: int
     budget_bytes_per_gpu: int
     activation_bytes: int
+    compile_bytes: int  # of activation_bytes: what a cold torch.compile adds (V1 >= 0.20)
     non_torch_bytes: int
     cuda_context_bytes: int
     cuda_graph_bytes: int
@@ -140,6 +145,7 @@ class Ledger:
             "budget_gib_per_gpu": g(self.budget_bytes_per_gpu),
             "overheads_gib_per_gpu": {
                 "activation_peak": g(self.activation_bytes), "non_torch": g(self.non_torch_bytes),
+                "torch_compile_cold": g(self.compile_bytes),
                 "cuda_context_counted": g(self.cuda_context_bytes),
                 "cuda_graphs": g(self.cuda_graph_bytes), "cuda_graphs_count": self.cuda_graphs,
                 "cuda_graphs_subtracted": self.cuda_graphs_subtracted,
@@ -255,8 +261,9 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         notes.append("no GPU information: assumed one 24 GiB card")
     gpu_count = p.gpu_count or len(devs)
     used = devs[:world] if len(devs) >= world else devs + [devs[-1]] * (world - len(devs))
-    board = min(c.memory_total_bytes for c in used)
-    usable = board if cpu else ov.usable_memory(board)
+    smallest = min(used, key=lambda c: ov.usable_memory(c.memory_total_bytes, c.memory_reserved_bytes))
+    board = smallest.memory_total_bytes
+    usable = board if cpu else ov.usable_memory(board, smallest.memory_reserved_bytes)
     specs = [card_table.find(c.name) for c in used]
     bandwidths = [s.bandwidth_gbs for s in specs if s]
     bandwidth = None if cpu or len(bandwidths) < len(used) else min(bandwidths)
@@ -286,11 +293,23 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
     kv_tok_model = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * kv_size
 
     # overheads
-    act, _, _ = ov.activation_bytes(
+    act, forward, _ = ov.activation_bytes(
         hidden=shape.hidden_size, intermediate=shape.intermediate_size, vocab=shape.vocab_size,
         tp=tp, dtype_size=dtype_bytes(dtype), tokens=batched, num_seqs=min(seqs, batched),
         engine=beh.engine, experts_per_tok=shape.num_experts_per_tok if shape.num_experts else 0,
         moe_intermediate=shape.moe_intermediate_size)
+    if beh.engine == "v0" and world > 1 and not cpu:
+        # only the driver worker samples; vLLM sizes all caches by the smallest (the driver's)
+        driver = min(seqs, batched) * shape.vocab_size * 4 * ov.V0_DRIVER_SAMPLER_COPIES
+        if driver > act:
+            notes.append(f"V0 with {world} workers: the driver worker (rank 0) also runs the sampler warm-up "
+                         f"(+{(driver - act) / GiB:.2f} GiB); vLLM sizes every worker's KV cache by it")
+            act = driver
+    compile_extra = 0
+    if beh.measured_v1 and not eager and p.compile_cache != "warm" and not cpu:
+        embed = -(-shape.vocab_size // tp) * shape.hidden_size * dtype_bytes(dtype)
+        compile_extra = max(0, ov.cold_compile_bytes(embed, forward) - act)
+        act += compile_extra
     if cpu:
         non_torch = context = 0
         graphs, n_graphs, graphs_sub = 0, 0, False
@@ -327,12 +346,16 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         max_model_len=max_len, max_num_seqs=seqs, max_num_batched_tokens=batched, block_size=block,
         enforce_eager=eager,
         cards=[{"name": c.name, "memory_gib": round(c.memory_total_bytes / GiB, 2),
-                "usable_gib": round((c.memory_total_bytes if cpu else ov.usable_memory(c.memory_total_bytes)) / GiB, 2),
+                "usable_gib": round((c.memory_total_bytes if cpu else ov.usable_memory(
+                    c.memory_total_bytes, c.memory_reserved_bytes)) / GiB, 2),
+                "reserved_gib": (None if c.memory_reserved_bytes is None
+                                 else round(c.memory_reserved_bytes / GiB, 3)),
                 "cc": list(c.cc or (s.cc if s else ())) or None,
                 "bandwidth_gbs": s.bandwidth_gbs if s else None, "source": c.source}
                for c, s in zip(used, specs)],
         params=parts.params, weights_bytes=parts.total, weights_bytes_per_gpu=w_gpu,
         usable_bytes_per_gpu=usable, budget_bytes_per_gpu=requested, activation_bytes=act,
+        compile_bytes=compile_extra,
         non_torch_bytes=non_torch, cuda_context_bytes=context, cuda_graph_bytes=graphs,
         cuda_graphs=n_graphs, cuda_graphs_subtracted=graphs_sub, cpu_baseline_bytes=baseline,
         kv_bytes_per_token=kv_tok_all, kv_bytes_per_token_per_gpu=kv_tok_gpu,
@@ -343,6 +366,9 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         problems=problems, notes=notes)
     if bandwidth is None and not cpu:
         notes.append(f"no memory bandwidth known for {name0!r}: no decode ceiling")
+    if compile_extra:
+        notes.append(f"planned for the first start after a change (torch.compile builds its cache: "
+                     f"+{compile_extra / GiB:.2f} GiB at its peak); later starts get that much more KV cache")
     if shape.num_experts:
         notes.append("MoE model: weights and activation are estimates (expert parallel not modelled)")
 

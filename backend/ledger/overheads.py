@@ -13,9 +13,35 @@ KV budget per GPU (what vLLM prints as "Available KV cache memory")
 
 Usable card memory. NVML (and planner.gpu_memory_gib, which means the same) report the board's
   memory; CUDA's cudaMemGetInfo total, which vLLM multiplies by the utilization, is smaller by what
-  the driver reserves: 0.42 GiB on an RTX 3090 (24.00 GiB board, "total_gpu_memory=23.58GiB" in
-  v0.6.4-rtx3090-llama3.1-8b-tp1-kv-maxlen-fail.log) and 0.43 GiB on an H100 80GB (79.65 GiB in
-  nvidia-smi, "total_gpu_memory (79.22GiB)" in the vLLM PR #12126 log). DRIVER_RESERVED_GIB = 0.42.
+  the driver reserves. NVML's memory info v2 reports that reservation ("reserved"), and the ledger
+  uses it when the card was read through NVML: 615 MiB on the H200 (140.40 GiB board, 139.80 GiB
+  budgeted by vLLM 0.20.2 in every tests/fixtures/vllm-logs/v0.20.2-h200-* run). Without NVML:
+  0.42 GiB, as on an RTX 3090 (24.00 GiB board, "total_gpu_memory=23.58GiB" in
+  v0.6.4-rtx3090-llama3.1-8b-tp1-kv-maxlen-fail.log) and an H100 80GB (79.65 GiB in nvidia-smi,
+  "total_gpu_memory (79.22GiB)" in the vLLM PR #12126 log). DRIVER_RESERVED_GIB = 0.42.
+
+V1 from 0.20 on CUDA: measured, not estimated. benchmarks/gpu_calibrate.py ran vLLM 0.20.2 on an
+  H200 over a grid (utilization 0.17-0.95, max_num_batched_tokens 2048/8192, max_num_seqs 16-128,
+  max_model_len 8192/32768, enforce_eager, fp8 KV cache, a cold and a warm torch.compile cache) with
+  two model shapes (Qwen2.5-14B and Qwen2.5-7B); every run's log is a fixture
+  (tests/fixtures/gpu/calibration/*.log). What the runs show, as budget - "Available KV cache memory":
+  - the non-KV memory does not depend on the utilization (28.80 GiB for the 14B shape, warm, at
+    0.25, 0.50 and 0.90);
+  - warm (compile cache present) or enforce_eager: weights + forward activation (the per-token model
+    below, confirmed: 7B 8192 - 2048 tokens = 0.77 GiB measured, 0.77 modelled) + 0.27 GiB that
+    scales with neither model nor batch (cuBLAS/FlashAttention workspaces, kernels, the sampler
+    warm-up): V1_RUNTIME_GIB;
+  - cold (the first start after a change of model, dtype, max_num_batched_tokens, capture sizes or
+    KV dtype: a new torch.compile cache key) the activation peak is at least one more copy of the
+    embedding matrix (vocab x hidden x dtype, the shard on this GPU) plus a tenth of the forward
+    activation: 14B +0.71 GiB at 8192 tokens, 7B +0.75 GiB at 2048 and +0.06 at 8192 (where the
+    forward pass was already larger). The ledger plans for the cold case unless told the cache is
+    warm (PlanParams.compile_cache), since the first start is the one that fails;
+  - CUDA graphs are estimated and subtracted already in 0.20.2 ("Estimated CUDA graph memory"),
+    0.04 GiB + 4.6 MiB per captured graph for both shapes (12 graphs 0.09, 30 0.15, 54 0.28 GiB).
+  Expected error on these runs: within 2 % of the KV tokens at utilization >= 0.5 and within 5 % on
+  a 24 GB-card-sized budget. Not measured: tensor parallel (NCCL buffers, the embedding shard per
+  GPU are modelled), other GPU kinds, MoE.
 
 Default utilization: 0.90 up to vLLM 0.19, 0.92 from 0.20 (tech-brief section 8: 0.9 in 0.13.0, 0.92
   in 0.20.2 and 0.33.0; 0.14-0.19 were not checked, the 0.18-era log v0.19dev-...-estimate.log shows
@@ -29,7 +55,11 @@ Activation peak: vLLM profiles one forward pass over max_num_batched_tokens toke
   pass over max_num_seqs rows of logits. Model: peak = max(tokens x per_token, sampler), with
   per_token = dtype bytes x (3 x intermediate/TP + 3 x hidden) (gate_up output, activation output
   and three hidden-size buffers of the MLP; MoE: top-k experts' share) and sampler = max_num_seqs x
-  vocab x 4 bytes x (2 V0, 3 V1: fp32 logits, probabilities, sort buffers; estimate). Checked on the
+  vocab x 4 bytes x (2 V0, 3 V1: fp32 logits, probabilities, sort buffers; estimate). V0 with tensor
+  parallelism: only the driver worker (rank 0) runs the sampler, so it peaks higher than the others
+  and vLLM sizes every worker's cache by the smallest: the ledger plans the driver, with its sampler
+  at V0_DRIVER_SAMPLER_COPIES fp32 copies of the logits (estimate: ~1.2 GiB more on the driver was
+  reported for 256 sequences x 152k vocabulary). Checked on the
   3090 fixture: 20,000 tokens -> 2.06 GiB modelled, 17.06 - 14.99 = 2.07 GiB logged; 29,000 tokens ->
   2.99 GiB modelled, 17.98 - 14.99 = 2.99 GiB logged.
 
@@ -86,6 +116,11 @@ GiB = 1 << 30
 MiB = 1 << 20
 
 DRIVER_RESERVED_GIB = 0.42
+V1_RUNTIME_GIB = 0.27  # vLLM >= 0.20 on CUDA: non-KV memory beside weights, activation and graphs
+V1_COLD_FORWARD_SHARE = 0.10  # cold compile: embedding copy + this share of the forward activation
+V1_GRAPH_BASE_GIB = 0.04  # vLLM >= 0.20 CUDA-graph estimate: base + per graph
+V1_GRAPH_MIB_PER_GRAPH = 4.6
+V0_DRIVER_SAMPLER_COPIES = 8  # V0 TP > 1: the driver's sampler warm-up (estimate, see activation_bytes)
 CUDA_CONTEXT_GIB = 0.30
 NON_TORCH_GIB = 0.15
 NON_TORCH_OLD_GIB = 0.05  # workspaces beside the context, old measurement (3090 fixture)
@@ -118,6 +153,7 @@ class Behaviour:
     tokens_from_concurrency: bool
     large_gpu_defaults: bool
     full_cudagraphs: bool
+    measured_v1: bool = False  # the family benchmarks/gpu_calibrate.py measured (V1 >= 0.20)
 
     @property
     def label(self) -> str:
@@ -140,7 +176,9 @@ def behaviour(version: str | None, env: Mapping[str, str] | None = None) -> Beha
         context = v3 < (0, 6, 6)
     else:
         context = v3 < (0, 9, 2)
-    graphs = engine == "v1" and v3 >= (0, 21, 0)
+    # vLLM says "CUDA graph memory profiling is enabled (default since v0.21.0)", but 0.20.2 already
+    # prints "Estimated CUDA graph memory" and subtracts it (tests/fixtures/gpu/calibration/*.log)
+    graphs = engine == "v1" and v3 >= (0, 20, 0)
     flag = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
     if flag is not None and engine == "v1" and v3 >= (0, 18, 0):
         graphs = str(flag).strip() not in ("0", "", "false", "False")
@@ -151,12 +189,20 @@ def behaviour(version: str | None, env: Mapping[str, str] | None = None) -> Beha
         concurrency_by_blocks=engine == "v1" and v3 >= (0, 9, 0),
         tokens_from_concurrency=engine == "v1" and v3 >= (0, 28, 0),
         large_gpu_defaults=engine == "v1" and v3 >= (0, 10, 0),
-        full_cudagraphs=engine == "v1" and v3 >= (0, 11, 0))
+        full_cudagraphs=engine == "v1" and v3 >= (0, 11, 0),
+        measured_v1=engine == "v1" and v3 >= (0, 20, 0))
 
 
-def usable_memory(board_bytes: int) -> int:
-    """cudaMemGetInfo's total for a board of this NVML size."""
-    return int(board_bytes - DRIVER_RESERVED_GIB * GiB)
+def usable_memory(board_bytes: int, reserved_bytes: int | None = None) -> int:
+    """cudaMemGetInfo's total for a board of this NVML size: less NVML's own reserved figure (memory
+    info v2) when known, else the typical driver reservation."""
+    reserved = reserved_bytes if reserved_bytes is not None else DRIVER_RESERVED_GIB * GiB
+    return int(board_bytes - reserved)
+
+
+def cold_compile_bytes(embed_shard_bytes: int, forward_bytes: int) -> int:
+    """V1 >= 0.20: the activation peak of a start that compiles (no torch.compile cache yet)."""
+    return int(embed_shard_bytes + V1_COLD_FORWARD_SHARE * forward_bytes)
 
 
 def _large_card(card_gib: float, card_name: str) -> int:
@@ -205,6 +251,8 @@ def activation_bytes(*, hidden: int, intermediate: int, vocab: int, tp: int, dty
 def non_torch_bytes(beh: Behaviour, world_size: int) -> tuple[int, int]:
     """(non-torch memory, of which CUDA context) that vLLM subtracts from the budget."""
     nccl = NCCL_GIB if world_size > 1 else 0.0
+    if beh.measured_v1:
+        return int((V1_RUNTIME_GIB + nccl) * GiB), 0
     if beh.context_counted:
         return int((CUDA_CONTEXT_GIB + NON_TORCH_OLD_GIB + nccl) * GiB), int(CUDA_CONTEXT_GIB * GiB)
     return int((NON_TORCH_GIB + nccl) * GiB), 0
@@ -231,6 +279,8 @@ def cuda_graph_bytes(beh: Behaviour, layers: int, max_num_seqs: int, max_num_bat
         return 0, 0
     piecewise, full = capture_sizes(beh, max_num_seqs, max_num_batched_tokens)
     n = piecewise + full
+    if beh.measured_v1:
+        return int(V1_GRAPH_BASE_GIB * GiB + n * V1_GRAPH_MIB_PER_GRAPH * MiB), n
     return int(n * layers * CUDA_GRAPH_MIB_PER_GRAPH_LAYER * MiB), n
 
 
