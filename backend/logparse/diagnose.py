@@ -16,7 +16,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Callable
 
-from backend.logparse.events import Failure
+from backend.logparse.events import PHASE_INDEX, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from backend.logparse.parser import LogParser
@@ -170,7 +170,7 @@ def _max_len(p: "LogParser", msg: str) -> Failure | None:
 # --- memory --------------------------------------------------------------------------------------
 
 _CAPTURE_WORDS = ("capture_model", "_capture_cudagraphs", "capture_graph", "graph_capture", "cudagraph",
-                  "CUDAGraph")
+                  "CUDAGraph", "cuda/graphs.py", "capture_end", "capture_begin", "cuda_graph")
 _PROFILE_WORDS = ("profile_run", "_dummy_run", "determine_num_available_blocks", "determine_available_memory",
                   "_dummy_sampler_run", "_dummy_pooler_run", "initialize_kv_cache", "_initialize_kv_caches",
                   "initialize_cache", "_init_cache_engine", "profile_cudagraph_memory", "warming_up_model",
@@ -188,23 +188,26 @@ def _oom(p: "LogParser", msg: str) -> Failure | None:
     if "out of memory" not in msg and "OutOfMemoryError" not in msg:
         return None
     frames = _frames(p)
-    weights_done = p._weights_done
+    progress = p.last_progress  # the phase reached before the failure lines
+    weights_done = p._weights_done or PHASE_INDEX[progress] >= PHASE_INDEX["profiling"]
     if "warming up sampler" in msg or "warming up pooler" in msg:
         where = "sampler"
     elif any(w in frames for w in _CAPTURE_WORDS):
         where = "graphs"
     elif any(w in frames for w in _LOAD_WORDS) and not weights_done:
         where = "loading"
+    elif progress == "cuda_graphs" and not p._was_ready:
+        where = "graphs"  # "Capturing CUDA graphs ..." was the last thing it did
     elif any(w in frames for w in _PROFILE_WORDS):
         where = "serving" if p._was_ready else "profiling"
     elif p._was_ready:
         where = "serving"
-    elif p.phase == "cuda_graphs":
-        where = "graphs"
-    elif weights_done or p.phase in ("profiling", "kv_cache"):
+    elif weights_done or progress == "kv_cache":
         where = "profiling"
-    else:
+    elif progress == "loading_weights":
         where = "loading"
+    else:
+        where = "unknown"  # no frame or line says where: do not guess
     facts = []
     m = _OOM_TRIED.search(msg)
     if m:
@@ -218,17 +221,24 @@ def _oom(p: "LogParser", msg: str) -> Failure | None:
         if gib >= 0.01:
             others = f"other processes hold {_fmt(round(gib, 2))} GiB of this GPU: stop them, or "
     detail = f" ({', '.join(facts)})" if facts else ""
+    dtype = str(p.info.get("dtype") or "")
+    fp32 = ('; the weights are loaded as float32: set server.dtype = "half"'
+            if dtype in ("float32", "float") else "")
     if where == "loading":
         tp = p.info.get("tensor_parallel_size")
         tp_to = f" to {tp * 2}" if isinstance(tp, int) and tp >= 1 else ""
-        dtype = str(p.info.get("dtype") or "")
-        fp32 = ('; the weights are loaded as float32: set server.dtype = "half"'
-                if dtype in ("float32", "float") else "")
         fix = (f"the weights do not fit in GPU memory{detail}: {others}raise server.tensor_parallel_size{tp_to} "
                f"to split them over more GPUs, or use a smaller or quantized model (server.model, "
                f"server.quantization){fp32}")
         return Failure("oom_loading", msg.strip(), fix)
     lower = f"lower server.gpu_memory_utilization{_util_now(p)} to {_lower_util(p)}"
+    if where == "unknown":
+        fix = (f"CUDA ran out of memory{detail} at a point the log does not show: {others}if it was while "
+               f"loading the weights (no \"Model loading took\" line before it), raise "
+               f"server.tensor_parallel_size or use a smaller or quantized model; if it was after, set "
+               f"server.enforce_eager = true, lower server.max_num_seqs or server.max_num_batched_tokens, or {lower}"
+               f"{fp32}")
+        return Failure("oom_unknown", msg.strip(), fix)
     if where == "graphs":
         fix = (f"CUDA graph capture ran out of memory{detail}: {others}set server.enforce_eager = true, "
                f"or {lower}")
@@ -339,6 +349,43 @@ def _shm(p: "LogParser", msg: str) -> Failure | None:
                    f"/dev/shm is too small for NCCL/shared-memory buffers{size}: run the container with "
                    f'--ipc=host or --shm-size=16g (or larger), or set NCCL_SHM_DISABLE = "1" in [server.env] '
                    f"(slower)")
+
+
+_MODULE = re.compile(r"No module named '([\w.]+)'")
+# import name -> the package that provides it, where the two differ
+_PIP_NAMES = {"cv2": "opencv-python-headless", "yaml": "pyyaml", "PIL": "pillow", "sklearn": "scikit-learn",
+              "google.protobuf": "protobuf", "attr": "attrs", "dateutil": "python-dateutil", "zmq": "pyzmq",
+              "flash_attn": "flash-attn", "bs4": "beautifulsoup4", "Crypto": "pycryptodome",
+              "sentencepiece": "sentencepiece", "msgspec": "msgspec", "triton": "triton"}
+
+
+def _module(p: "LogParser", msg: str) -> Failure | None:
+    m = _MODULE.search(msg)
+    if not m:
+        return None
+    name = m.group(1)
+    top = name.split(".")[0]
+    py = p.info.get("server_python")
+    python = py or "<the server's python>"
+    which = f" ({py})" if py else " (console.vllm_python, or the one running qwen-tui when that is empty)"
+    if top == "vllm" and name != "vllm":
+        fix = (f"vLLM's {name} is missing: the vllm install is broken or started from the vLLM source tree; "
+               f"reinstall vllm into the server's interpreter{which} (`{python} -m pip install --force-reinstall "
+               f"vllm`) and do not start it from inside the source directory")
+    elif top in ("vllm", "torch"):
+        fix = (f"the interpreter that runs the server{which} has no {top}: set console.vllm_python to the "
+               f"python of the environment where vLLM is installed, or `{python} -m pip install vllm`")
+    else:
+        pkg = _PIP_NAMES.get(name) or _PIP_NAMES.get(top) or top.replace("_", "-")
+        fix = (f"the server's Python has no module {top!r}: install it into the interpreter that runs vLLM"
+               f"{which}: `{python} -m pip install {pkg}`")
+    return Failure("missing_python_module", msg.strip(), fix)
+
+
+def _positional_model(p: "LogParser", msg: str) -> Failure | None:
+    return Failure("bad_argument", msg.strip(),
+                   "`vllm serve` takes the model as its first argument, not as --model: remove --model from "
+                   "server.extra_args (qwen-tui passes server.model in the right place)")
 
 
 # --- model files ---------------------------------------------------------------------------------
@@ -480,6 +527,8 @@ HARD: tuple[tuple[str, Handler], ...] = (
     ("on startup is less than", _mem_in_use),
     ("Error in memory profiling", _mem_in_use),
     ("cannot open shared object file", _lib),
+    ("No module named '", _module),
+    ("provide the model as a positional argument", _positional_model),
     ("No space left on device", _shm),
     ("shared memory segment", _shm),
     ("posix_fallocate", _shm),
@@ -511,6 +560,33 @@ HARD: tuple[tuple[str, Handler], ...] = (
     ("EngineDeadError", _dead),
     ("Engine loop has died", _dead),
 )
+
+# Handlers whose figures come from one regex over the message. When a paste wraps the message the regex
+# misses on the first line; joined with the next line(s) it matches, and the fix can name the numbers.
+WRAPPED: dict[Handler, "re.Pattern[str]"] = {
+    _max_len: _MAXLEN, _kv_v0: _KV_V0, _mem_in_use: _FREE_MEM, _cpu_mem: _CPU_MEM, _tp: _TP, _bf16: _BF16,
+    _port: _BIND, _lib: _LIB, _oom: _OOM_TOTAL, _module: _MODULE,
+}
+
+
+def rejoin(p: "LogParser", handler: Handler, text: str, line: str) -> Failure | None:
+    """The diagnosis of `text` with `line` joined on, if only the joined text reads whole."""
+    rx = WRAPPED.get(handler)
+    if rx is None or rx.search(text):
+        return None
+    for joined in (f"{text} {line}", text + line):  # wrapped at a space, or inside a word
+        if rx.search(joined):
+            return handler(p, joined)
+    return None
+
+
+def uncaught(p: "LogParser", exc_line: str) -> Failure:
+    """The log ends in a traceback no signature knows."""
+    what = exc_line.split(":", 1)[0].strip() or "exception"
+    return Failure("unknown", exc_line.strip(),
+                   f"the log ends in an uncaught {what}: vLLM stopped there; read the exception line and the "
+                   f"traceback above it")
+
 
 # Kinds a later, more specific signature may replace (the first specific one otherwise wins).
 REPLACEABLE: dict[str, frozenset[str] | None] = {
