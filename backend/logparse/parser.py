@@ -496,26 +496,6 @@ class LogParser:
                 mm = (int(m.group(1)), int(m.group(2)))
                 self._set_engine("v0" if mm < (0, 8) else "v1", "weak", ev)
 
-    def _note_kv_failure(self, max_len: int, needed: float | None, avail: float | None,
-                         estimate: int | None, capacity: int | None) -> None:
-        self._kv_fail = {"max_len": max_len, "needed": needed, "avail": avail, "estimate": estimate,
-                         "capacity": capacity}
-        self.info.setdefault("max_model_len", max_len)
-        if capacity is not None:
-            self._set_engine("v0", "strong", None)
-            self.figures["kv_cache_tokens"] = capacity
-            bs = self.info.get("block_size") or 16
-            if capacity % bs == 0:
-                self.figures["gpu_blocks"] = capacity // bs
-        else:
-            self._set_engine("v1", "strong", None)
-            if needed is not None:
-                self.figures["kv_needed_gib"] = needed
-            if avail is not None:
-                self._set_rank_fig("kv_cache_gib", avail, 0, None)
-            if estimate is not None:
-                self.figures["estimated_max_model_len"] = estimate
-
     def _launched(self, line: str, t: float | None) -> list[Event]:
         """The supervisor's launch marker: anchor the timeline at the launch, read the command line."""
         launch = parse_marker(line)
