@@ -25,7 +25,7 @@ import httpx
 
 from backend import statefile
 from backend.command import Launch
-from backend.logparse import LogParser
+from backend.logparse import LogParser, launch_marker
 from backend.settings import Settings
 
 # Failure kinds that fail again unchanged: restarting would only loop.
@@ -152,6 +152,7 @@ class Supervisor:
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True, limit=1 << 20)
         self._pgid = self.proc.pid  # a new session: its leader's pid is the group id
+        self.log_path.write_text(launch_marker(self.started_at, self.proc.pid, self.launch.argv), encoding="utf-8")
         self._set("starting", f"pid {self.proc.pid}")
 
     async def _read_output(self, log) -> None:
