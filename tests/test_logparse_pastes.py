@@ -102,6 +102,16 @@ def test_multi_line_code_under_a_frame_is_skipped_until_the_exception():
     assert f["kind"] == "unknown" and f["message"] == "RuntimeError: the worker went away"
 
 
+def test_a_frame_hint_reports_the_exception_line_that_ends_its_traceback():
+    p = run("Traceback (most recent call last):",
+            '  File "/x/vllm/distributed/device_communicators/pynccl.py", line 120, in all_reduce',
+            "    self.nccl.ncclAllReduce(buf, out, n)",
+            "RuntimeError: Triton Error [CUDA]: invalid argument")
+    p.process_exited(1)
+    f = fail(p)
+    assert f["kind"] == "nccl_p2p" and f["message"] == "RuntimeError: Triton Error [CUDA]: invalid argument"
+
+
 # --- 3. a log ending in an uncaught traceback -------------------------------------------------------
 
 TRAILING = [

@@ -423,6 +423,9 @@ class LogParser:
         for kind in ("missing_cuda_library", "nccl_p2p", "engine_dead"):
             h = self._hints.get(kind)
             if h is not None:
+                last = self._last_error
+                if h.message.startswith("File ") and last and P.EXCEPTION.match(last):
+                    return Failure(h.kind, last, h.fix)  # the exception line says more than the frame
                 return h
         msg = self._last_error or self._wrapper or self._last_frame or self._last_error_any
         how = f"vLLM exited with code {rc}" if rc is not None else "vLLM failed"
