@@ -97,6 +97,19 @@ def test_json_of_a_failed_log_says_the_failure_is_permanent():
     assert d["kv_cache_gib"] == -5.03
 
 
+def test_a_stop_by_sigterm_is_not_an_engine_death():
+    """vLLM 0.2x on SIGTERM: the engine goes first, the API server logs EngineDeadError, then shuts down."""
+    p = parse([*body(READY),
+               "(EngineCore pid=1159) INFO 12-01 07:10:00 [core.py:1454] [shutdown] EngineCore: trigger received "
+               "signal=SIGTERM",
+               "(APIServer pid=1037) ERROR 12-01 07:10:00 [async_llm.py:906] AsyncLLM output_handler failed.",
+               "(APIServer pid=1037) ERROR 12-01 07:10:00 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: "
+               "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+               "INFO:     Shutting down",
+               "INFO:     Application shutdown complete."])
+    assert p.phase == "stopped" and p.snapshot()["failure"] is None
+
+
 async def test_the_supervisor_writes_the_marker_first(qhome):
     settings = load(None, demo=False, overrides=["console.stop_timeout=5", "server.port=1"])
     script = "print('INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0', flush=True)"

@@ -341,6 +341,13 @@ def _shutting_down(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> Non
         p._stopping = True
 
 
+def _signal_stop(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    """0.2x: `[shutdown] EngineCore: trigger received signal=SIGTERM`: a stop was asked for, so the
+    EngineDeadError the API server logs while it tears down is no failure."""
+    if "signal=SIGTERM" in msg or "signal=SIGINT" in msg:
+        p._stopping = True
+
+
 def _shutdown_done(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
     if msg.startswith("Application shutdown complete") and p.phase != "failed":
         p._stopping = True
@@ -390,4 +397,5 @@ FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("as WSL is", _wsl),
     ("Shutting down", _shutting_down),
     ("Application shutdown complete", _shutdown_done),
+    ("received signal=SIG", _signal_stop),
 )
