@@ -25,21 +25,13 @@ import httpx
 
 from backend import statefile
 from backend.command import Launch
-from backend.logparse import LogParser
+from backend.logparse import LogParser, is_permanent, launch_marker
 from backend.settings import Settings
 
-# Failure kinds that fail again unchanged: restarting would only loop. Each is a property of the
-# settings, the files or the machine, which a restart does not change: vLLM raises the same
-# ValueError for the same memory budget (no_cache_memory: "No available memory for the cache
-# blocks"; kv_cache_too_small: "max seq len ... larger than the maximum number of tokens that can be
-# stored in KV cache"), the same argparse error, the same missing library or module. Transient ones
-# (engine_dead at run time, unknown, oom_runtime while serving) are restarted with backoff.
-PERMANENT_FAILURES = {
-    "bad_argument", "kv_cache_too_small", "max_len_exceeds_model", "model_not_found",
-    "weights_incomplete", "port_in_use", "tp_indivisible", "bf16_unsupported", "cpu_memory",
-    "memory_in_use", "no_cache_memory", "oom_loading", "missing_cuda_library", "shm_too_small",
-    "nccl_p2p", "missing_python_module",
-}
+# Which failure kinds are never restarted (they would fail the same way: a setting, a file or the
+# machine causes them) is the log parser's: backend.logparse.is_permanent, per kind in
+# backend/logparse/events.py RESTART. Beside it, a kind that repeats before READY is not restarted
+# either (_record_attempt): a transient kind (a port still closing) gets one more try, not a loop.
 ATTEMPTS_KEPT = 20  # failed attempts remembered in the state file (kind, message, fix, log path)
 STARTING_STOP_TIMEOUT_S = 5.0  # a server still loading has no requests to drain: SIGKILL sooner
 BACKOFF_START_S = 5.0
@@ -169,6 +161,7 @@ class Supervisor:
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True, limit=1 << 20)
         self._pgid = self.proc.pid  # a new session: its leader's pid is the group id
+        self.log_path.write_text(launch_marker(self.started_at, self.proc.pid, self.launch.argv), encoding="utf-8")
         self._set("starting", f"pid {self.proc.pid}")
 
     async def _read_output(self, log) -> None:
@@ -351,7 +344,7 @@ class Supervisor:
                 self.failures.popleft()
             if self.restart_policy != "on-failure":
                 return 1
-            if kind in PERMANENT_FAILURES:
+            if is_permanent(kind, was_ready=self.attempts[-1]["was_ready"]):
                 self._set("failed", f"exit code {rc}: {kind} (not restarted: it would fail the same way)")
                 return 1
             if repeated:

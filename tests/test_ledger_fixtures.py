@@ -51,6 +51,17 @@ PREDICT = {
         {"kv_cache_tokens": 1_309_184, "max_concurrency": 639.25, "fits": True}),
 }
 
+# The H200 of the v0.20.2 logs: 143,771 MiB board, 616 MiB reserved by the driver (header)
+H200 = Card("NVIDIA H200", 143_771 * 2**20, cc=(9, 0), memory_reserved_bytes=616 * 2**20, source="nvml")
+Q14_H200 = PlanParams(model="Qwen/Qwen2.5-14B-Instruct", dtype="bfloat16", gpu_memory_utilization=0.90,
+                      max_model_len=8192, max_num_seqs=16, vllm_version="0.20.2")
+PREDICT.update({
+    # "torch.compile first run" in the header: a cold start, which the ledger plans by default
+    "v0.20.2-h200-qwen2.5-14b@0.90": (
+        "v0.20.2-h200-qwen2.5-14b-shape-tp1-util0.90-ready.log", lookup("Qwen/Qwen2.5-14B-Instruct"),
+        Q14_H200, [H200], {"kv_cache_tokens": 525_984, "max_concurrency": 64.21, "fits": True}),
+})
+
 # Logs whose header does not give enough to predict KV tokens / concurrency.
 SKIP = {
     "nccl-shm-too-small-canonical-texts.log": "not a vLLM startup log (NCCL/PyTorch error texts)",
@@ -107,7 +118,20 @@ SKIP = {
     "v0.9.0-rtx4060ti8g-qwen2.5-0.5b-tp1-kv-partial.log":
         "gpu-memory-utilization not stated (two instances share the card)",
     "v0.9.x-v1-engine-core-init-failed-final-line.log": "final wrapper line only",
+    "v0.20.2-h200-qwen2.5-14b-shape-tp1-util0.17-no-cache-memory-fail.log":
+        "no KV cache at all (-5.03 GiB available): test_h200_util_0_17_does_not_fit checks the plan says so",
 }
+
+
+def test_h200_util_0_17_does_not_fit() -> None:
+    led = plan(lookup("Qwen/Qwen2.5-14B-Instruct"), replace(Q14_H200, gpu_memory_utilization=0.17), [H200])
+    assert not led.fits and led.kv_cache_tokens == 0
+    # vLLM printed "Available KV cache memory: -5.03 GiB"; that run found the compile cache of the
+    # 0.90 run before it (warm), the default plan is for a cold start (0.71 GiB more for this shape)
+    warm = plan(lookup("Qwen/Qwen2.5-14B-Instruct"),
+                replace(Q14_H200, gpu_memory_utilization=0.17, compile_cache="warm"), [H200])
+    assert warm.kv_available_bytes_per_gpu / GiB == pytest.approx(-5.03, abs=0.05)
+    assert led.kv_available_bytes_per_gpu < warm.kv_available_bytes_per_gpu
 
 LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))
 

@@ -131,11 +131,23 @@ def test_oom_while_loading_weights():
 def test_oom_loading_fp32_suggests_half():
     p = run("INFO 06-13 10:00:00 llm_engine.py:161] Initializing an LLM engine (v0.4.0.post1) with config: "
             "model='Qwen/Qwen2-7B-Instruct', dtype=torch.float32, tensor_parallel_size=1",
+            "INFO 06-13 10:00:01 model_runner.py:1] Starting to load model Qwen/Qwen2-7B-Instruct...",
             "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 518.00 MiB. GPU 0 has a total capacty "
             "of 21.67 GiB of which 4.06 MiB is free.")
     f = failure(p)
     assert f["kind"] == "oom_loading"
     assert "raise server.tensor_parallel_size to 2" in f["fix"] and 'server.dtype = "half"' in f["fix"]
+
+
+def test_oom_without_evidence_of_where_is_not_called_loading():
+    p = run("INFO 06-13 10:00:00 llm_engine.py:161] Initializing an LLM engine (v0.4.0.post1) with config: "
+            "model='Qwen/Qwen2-7B-Instruct', dtype=torch.float32, tensor_parallel_size=1",
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 518.00 MiB. GPU 0 has a total capacty "
+            "of 21.67 GiB of which 4.06 MiB is free.")
+    f = failure(p)
+    assert f["kind"] == "oom_unknown"
+    assert "does not show" in f["fix"] and "server.enforce_eager = true" in f["fix"]
+    assert "server.tensor_parallel_size" in f["fix"] and 'server.dtype = "half"' in f["fix"]
 
 
 def test_oom_during_profiling_after_load():
@@ -469,5 +481,6 @@ def test_every_kind_is_reachable():
         "kv_cache_too_small", "no_cache_memory", "max_len_exceeds_model", "oom_loading", "oom_runtime", "memory_in_use",
         "cpu_memory", "missing_cuda_library", "nccl_p2p", "shm_too_small", "weights_incomplete", "model_not_found",
         "port_in_use", "bad_argument", "bf16_unsupported", "tp_indivisible", "engine_dead", "unknown",
+        "oom_unknown", "missing_python_module",  # tests/test_logparse_pastes.py
     }
     assert seen == set(FAILURE_KINDS)  # each has a test above

@@ -15,7 +15,8 @@ import psutil
 from backend import orphans, procs, statefile
 from backend.command import Launch, VllmInstall
 from backend.settings import load
-from backend.supervisor import PERMANENT_FAILURES, Supervisor
+from backend.logparse import is_permanent
+from backend.supervisor import Supervisor
 from tests.test_supervisor import STAND_IN, GroupOnGpu, _engine, _until
 
 NO_CACHE = r"""
@@ -26,9 +27,9 @@ print("(EngineCore pid=2340) ERROR 12-01 07:01:22 [core.py:1136] ValueError: No 
 raise SystemExit(1)
 """
 
-# exits with the same diagnosed failure every time (an OOM)
+# exits with the same transient-looking failure every time: another process holds the GPU memory
 SAME_KIND = r"""
-print("(EngineCore pid=1) ERROR 12-01 07:01:22 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
+print("(EngineCore pid=1) ERROR 12-01 07:01:22 [core.py:1] ValueError: Free memory on device (3.2/23.58 GiB) on startup is less than desired GPU memory utilization (0.9, 21.22 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.", flush=True)
 raise SystemExit(1)
 """
 
@@ -43,7 +44,7 @@ def _sup(qhome, program: str, restart: str = "on-failure", *extra: str) -> Super
 
 
 async def test_no_cache_memory_fails_once_and_is_not_restarted(qhome) -> None:
-    assert "no_cache_memory" in PERMANENT_FAILURES
+    assert is_permanent("no_cache_memory")
     sup = _sup(qhome, NO_CACHE)
     assert await asyncio.wait_for(sup.run(), 30) == 1
     st = sup.status()
@@ -62,14 +63,12 @@ async def test_the_same_failure_twice_before_ready_stops_the_loop(qhome, monkeyp
     import backend.supervisor as sv
 
     monkeypatch.setattr(sv, "BACKOFF_START_S", 0.05)
-    # take the OOM kinds off the never-restart list: what stops the loop must be the repetition
-    monkeypatch.setattr(sv, "PERMANENT_FAILURES", PERMANENT_FAILURES - {"oom_loading", "oom_runtime"})
     sup = _sup(qhome, SAME_KIND)
     states: list[tuple[str, str]] = []
     sup.on_state = lambda t: states.append((t.state, t.detail))
     assert await asyncio.wait_for(sup.run(), 30) == 1
     kind = sup.status()["last_failure"]["kind"]
-    assert kind in ("oom_loading", "oom_runtime")
+    assert kind == "memory_in_use" and not is_permanent(kind)  # what stops the loop is the repetition
     assert sup.restarts == 1 and len(sup.attempts) == 2
     assert "again before READY" in states[-1][1]
     # attempt 1's failure was kept while attempt 2 ran: each attempt has its own log

@@ -48,8 +48,9 @@ def run_parse_log(path: str, as_json: bool, out: IO[str] = sys.stdout, err: IO[s
     except (UnicodeError, ValueError) as e:  # e.g. a closed stdin
         err.write(f"qwen-tui parse-log: cannot read {path}: {e}\n")
         return 2
+    parser.end_of_log()
     if as_json:
-        out.write(json.dumps(parser.snapshot(), indent=2) + "\n")
+        out.write(json.dumps(parser.report(), indent=2) + "\n")
     else:
         out.write(format_summary(parser))
     return 0

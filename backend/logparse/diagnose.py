@@ -11,12 +11,14 @@ variables go in the `[server.env]` table.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from typing import TYPE_CHECKING, Callable
 
-from backend.logparse.events import Failure
+from backend.logparse.environment import (NCCL_FIX, _BF16, _BIND, _LIB, _MODULE, _TP, _argparse, _bf16, _lib,
+                                          _model, _module, _nccl, _port, _positional_model, _shm, _tp, _weights,
+                                          lib_fix)
+from backend.logparse.events import PHASE_INDEX, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from backend.logparse.parser import LogParser
@@ -108,7 +110,7 @@ def _kv_v1(p: "LogParser", msg: str) -> Failure | None:
     max_len = int(m.group(1))
     needed, avail = _num(m.group(2)), _num(m.group(3))
     est = int(m.group(4)) if m.group(4) else None
-    p._note_kv_failure(max_len, needed, avail, est, None)
+    note_kv_failure(p, max_len, needed, avail, est, None)
     return Failure("kv_cache_too_small", msg.strip(), kv_fix(p, max_len, needed, avail, est))
 
 
@@ -117,8 +119,30 @@ def _kv_v0(p: "LogParser", msg: str) -> Failure | None:
     if not m:
         return None
     max_len, cap = int(m.group(1)), int(m.group(2))
-    p._note_kv_failure(max_len, None, None, None, cap)
+    note_kv_failure(p, max_len, None, None, None, cap)
     return Failure("kv_cache_too_small", msg.strip(), kv_fix(p, max_len, None, None, None, cap))
+
+
+def note_kv_failure(p: "LogParser", max_len: int, needed: float | None, avail: float | None,
+                     estimate: int | None, capacity: int | None) -> None:
+    """Keep what a KV-too-small message says, for the fix and for a wrapped continuation line."""
+    p._kv_fail = {"max_len": max_len, "needed": needed, "avail": avail, "estimate": estimate,
+                  "capacity": capacity}
+    p.info.setdefault("max_model_len", max_len)
+    if capacity is not None:
+        p._set_engine("v0", "strong", None)
+        p.figures["kv_cache_tokens"] = capacity
+        bs = p.info.get("block_size") or 16
+        if capacity % bs == 0:
+            p.figures["gpu_blocks"] = capacity // bs
+    else:
+        p._set_engine("v1", "strong", None)
+        if needed is not None:
+            p.figures["kv_needed_gib"] = needed
+        if avail is not None:
+            p._set_rank_fig("kv_cache_gib", avail, 0, None)
+        if estimate is not None:
+            p.figures["estimated_max_model_len"] = estimate
 
 
 def kv_continuation(p: "LogParser", msg: str) -> Failure | None:
@@ -170,7 +194,7 @@ def _max_len(p: "LogParser", msg: str) -> Failure | None:
 # --- memory --------------------------------------------------------------------------------------
 
 _CAPTURE_WORDS = ("capture_model", "_capture_cudagraphs", "capture_graph", "graph_capture", "cudagraph",
-                  "CUDAGraph")
+                  "CUDAGraph", "cuda/graphs.py", "capture_end", "capture_begin", "cuda_graph")
 _PROFILE_WORDS = ("profile_run", "_dummy_run", "determine_num_available_blocks", "determine_available_memory",
                   "_dummy_sampler_run", "_dummy_pooler_run", "initialize_kv_cache", "_initialize_kv_caches",
                   "initialize_cache", "_init_cache_engine", "profile_cudagraph_memory", "warming_up_model",
@@ -188,23 +212,26 @@ def _oom(p: "LogParser", msg: str) -> Failure | None:
     if "out of memory" not in msg and "OutOfMemoryError" not in msg:
         return None
     frames = _frames(p)
-    weights_done = p._weights_done
+    progress = p.last_progress  # the phase reached before the failure lines
+    weights_done = p._weights_done or PHASE_INDEX[progress] >= PHASE_INDEX["profiling"]
     if "warming up sampler" in msg or "warming up pooler" in msg:
         where = "sampler"
     elif any(w in frames for w in _CAPTURE_WORDS):
         where = "graphs"
     elif any(w in frames for w in _LOAD_WORDS) and not weights_done:
         where = "loading"
+    elif progress == "cuda_graphs" and not p._was_ready:
+        where = "graphs"  # "Capturing CUDA graphs ..." was the last thing it did
     elif any(w in frames for w in _PROFILE_WORDS):
         where = "serving" if p._was_ready else "profiling"
     elif p._was_ready:
         where = "serving"
-    elif p.phase == "cuda_graphs":
-        where = "graphs"
-    elif weights_done or p.phase in ("profiling", "kv_cache"):
+    elif weights_done or progress == "kv_cache":
         where = "profiling"
-    else:
+    elif progress == "loading_weights":
         where = "loading"
+    else:
+        where = "unknown"  # no frame or line says where: do not guess
     facts = []
     m = _OOM_TRIED.search(msg)
     if m:
@@ -218,17 +245,24 @@ def _oom(p: "LogParser", msg: str) -> Failure | None:
         if gib >= 0.01:
             others = f"other processes hold {_fmt(round(gib, 2))} GiB of this GPU: stop them, or "
     detail = f" ({', '.join(facts)})" if facts else ""
+    dtype = str(p.info.get("dtype") or "")
+    fp32 = ('; the weights are loaded as float32: set server.dtype = "half"'
+            if dtype in ("float32", "float") else "")
     if where == "loading":
         tp = p.info.get("tensor_parallel_size")
         tp_to = f" to {tp * 2}" if isinstance(tp, int) and tp >= 1 else ""
-        dtype = str(p.info.get("dtype") or "")
-        fp32 = ('; the weights are loaded as float32: set server.dtype = "half"'
-                if dtype in ("float32", "float") else "")
         fix = (f"the weights do not fit in GPU memory{detail}: {others}raise server.tensor_parallel_size{tp_to} "
                f"to split them over more GPUs, or use a smaller or quantized model (server.model, "
                f"server.quantization){fp32}")
         return Failure("oom_loading", msg.strip(), fix)
     lower = f"lower server.gpu_memory_utilization{_util_now(p)} to {_lower_util(p)}"
+    if where == "unknown":
+        fix = (f"CUDA ran out of memory{detail} at a point the log does not show: {others}if it was while "
+               f"loading the weights (no \"Model loading took\" line before it), raise "
+               f"server.tensor_parallel_size or use a smaller or quantized model; if it was after, set "
+               f"server.enforce_eager = true, lower server.max_num_seqs or server.max_num_batched_tokens, or {lower}"
+               f"{fp32}")
+        return Failure("oom_unknown", msg.strip(), fix)
     if where == "graphs":
         fix = (f"CUDA graph capture ran out of memory{detail}: {others}set server.enforce_eager = true, "
                f"or {lower}")
@@ -282,183 +316,6 @@ def _cpu_mem(p: "LogParser", msg: str) -> Failure | None:
                    f"set server.gpu_memory_utilization = {_fraction_that_fits(avail, total)}, or free RAM")
 
 
-# --- environment ---------------------------------------------------------------------------------
-
-_LIB = re.compile(r"(lib[\w+-]+(?:\.[\w+-]+)*?\.so(?:\.\d+)*)[^:]*: cannot open shared object file")
-_LIB_PKG = {"libcudart": "nvidia-cuda-runtime-cu{v}", "libcublas": "nvidia-cublas-cu{v}",
-            "libcublasLt": "nvidia-cublas-cu{v}", "libcudnn": "nvidia-cudnn-cu{v}",
-            "libnccl": "nvidia-nccl-cu{v}", "libcusparse": "nvidia-cusparse-cu{v}",
-            "libcufft": "nvidia-cufft-cu{v}", "libcurand": "nvidia-curand-cu{v}",
-            "libnvrtc": "nvidia-cuda-nvrtc-cu{v}", "libcusolver": "nvidia-cusolver-cu{v}",
-            "libnvJitLink": "nvidia-nvjitlink-cu{v}"}
-
-
-def lib_fix(lib: str) -> str:
-    stem, _, ver = lib.partition(".so")
-    major = ver.lstrip(".").split(".")[0] if ver else ""
-    if stem == "libcuda":
-        return (f"{lib} (the NVIDIA driver) cannot be loaded: install the NVIDIA driver, or run the container "
-                f"with the NVIDIA runtime (--gpus all)")
-    if stem.startswith("libtorch"):
-        return f"{lib} is missing: the installed torch is a CPU build; reinstall the CUDA build vLLM was built for"
-    pkg = _LIB_PKG.get(stem)
-    if pkg and major.isdigit() and int(major) >= 13:  # CUDA 13 wheels drop the -cuNN suffix
-        pkg = "'" + pkg.replace("-cu{v}", "") + f"=={major}.*'"
-    hint = f" (e.g. pip install {pkg.format(v=major)})" if pkg and major else ""
-    cuda = f"CUDA {major} " if major else "CUDA "
-    return (f"{lib} cannot be loaded: install the {cuda}runtime libraries your vllm/torch build needs{hint}, "
-            f"or put their directory on LD_LIBRARY_PATH in [server.env]")
-
-
-def _lib(p: "LogParser", msg: str) -> Failure | None:
-    m = _LIB.search(msg)
-    if not m:
-        return None
-    return Failure("missing_cuda_library", msg.strip(), lib_fix(m.group(1)))
-
-
-NCCL_FIX = ('set NCCL_P2P_DISABLE = "1" in [server.env] so the GPUs exchange data through host memory instead '
-            'of peer-to-peer, and add "--disable-custom-all-reduce" to server.extra_args; in Docker also run '
-            'with --ipc=host')
-
-
-def _nccl(p: "LogParser", msg: str) -> Failure | None:
-    return Failure("nccl_p2p", msg.strip(), NCCL_FIX)
-
-
-_SHM_SIZE = re.compile(r"\(size (\d+)\)")
-_SHM_CONTEXT = ("shm", "NCCL", "nccl", "shared memory", "shared_memory", "posix_fallocate", "MessageQueue")
-
-
-def _shm(p: "LogParser", msg: str) -> Failure | None:
-    if "No space left on device" in msg and not any(w in msg for w in _SHM_CONTEXT):
-        recent = _frames(p) + "\n" + "\n".join(p._recent)
-        if not any(w in recent for w in _SHM_CONTEXT):
-            return None  # a full disk, not /dev/shm
-    m = _SHM_SIZE.search(msg)
-    size = f" (a {int(m.group(1)) / (1 << 20):.1f} MiB segment did not fit)" if m else ""
-    return Failure("shm_too_small", msg.strip(),
-                   f"/dev/shm is too small for NCCL/shared-memory buffers{size}: run the container with "
-                   f'--ipc=host or --shm-size=16g (or larger), or set NCCL_SHM_DISABLE = "1" in [server.env] '
-                   f"(slower)")
-
-
-# --- model files ---------------------------------------------------------------------------------
-
-def _weights(p: "LogParser", msg: str) -> Failure | None:
-    model = p.info.get("model")
-    where = f" of {model}" if model else ""
-    return Failure("weights_incomplete", msg.strip(),
-                   f"a weight file{where} is truncated or missing: download the model again (e.g. "
-                   f"`huggingface-cli download <repo> --local-dir <dir>`), compare the shard sizes with the "
-                   f"repo, check the disk is not full, and point server.model at the complete directory")
-
-
-_QUOTED = re.compile(r"'([^'\s]+)'")
-_NOT_FOLDER = re.compile(r"(\S+) is not a local folder")
-
-
-def _model(p: "LogParser", msg: str) -> Failure | None:
-    if "does not exist" in msg and "The model `" in msg:
-        return None  # an HTTP 404 for a request, not a startup failure
-    m = _NOT_FOLDER.search(msg)
-    if m:
-        path = m.group(1).strip("'\"")
-    else:
-        quoted = [q for q in _QUOTED.findall(msg)
-                  if q not in ("repo_name", "namespace/repo_name", "repo_type") and "://" not in q]
-        path = quoted[-1] if quoted else p.info.get("model")
-    what = f"server.model = {path!r}" if path else "server.model"
-    return Failure("model_not_found", msg.strip(),
-                   f"{what} is neither an existing local directory nor a valid Hugging Face repo id: fix the "
-                   f'path (the directory must contain config.json) or use a repo id such as "Qwen/Qwen2.5-7B-Instruct"')
-
-
-_BIND = re.compile(r"bind on address \('([^']*)', (\d+)\)")
-_INTERNAL_PORT_WORDS = ("get_open_port", "TCPStore", "_create_c10d_store", "rendezvous", "zmq", "get_ip_port",
-                        "init_process_group", "server socket has failed to listen")
-
-
-def _port(p: "LogParser", msg: str) -> Failure | None:
-    low = msg.lower()
-    if "address already in use" not in low and "eaddrinuse" not in low:
-        return None
-    m = _BIND.search(msg)
-    internal = m is None and any(w in _frames(p) + msg for w in _INTERNAL_PORT_WORDS)
-    if internal:
-        fix = ("a port vLLM picked for its own processes (torch/ZMQ rendezvous) is taken: stop leftover vLLM "
-               'processes, or set VLLM_PORT = "<a free port>" in [server.env]')
-    else:
-        port = m.group(2) if m else p.info.get("port")
-        what = f"port {port} is already in use" if port else "the HTTP port is already in use"
-        fix = f"{what}: set server.port to a free port, or stop the process that holds it (often an older vLLM)"
-    return Failure("port_in_use", msg.strip(), fix)
-
-
-# argparse's "prog: error: msg"; prog is the script or `vllm serve` (not any "x: error:" text)
-_ARGPARSE = re.compile(r"\s*([\w.-]+\.py|vllm(?: [\w-]+)?|[\w./-]*api_server[\w.-]*|python\S* -m \S+): error: (.*)")
-_KNOWN_FLAGS = (
-    "--model", "--served-model-name", "--tensor-parallel-size", "--pipeline-parallel-size", "--dtype",
-    "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--host",
-    "--port", "--enforce-eager", "--enable-prefix-caching", "--enable-chunked-prefill", "--kv-cache-dtype",
-    "--block-size", "--swap-space", "--cpu-offload-gb", "--quantization", "--api-key", "--trust-remote-code",
-    "--download-dir", "--seed", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
-    "--disable-uvicorn-access-log", "--generation-config", "--max-logprobs", "--kv-cache-memory-bytes",
-    "--disable-custom-all-reduce", "--distributed-executor-backend", "--tokenizer", "--revision",
-    "--enable-auto-tool-choice", "--tool-call-parser", "--chat-template", "--uvicorn-log-level",
-)
-
-
-def _argparse(p: "LogParser", msg: str) -> Failure | None:
-    m = _ARGPARSE.match(msg)
-    if not m:
-        return None
-    text = m.group(2).strip()
-    flags = re.findall(r"--[\w-]+", text)
-    if text.startswith("unrecognized arguments") and flags:
-        bad = flags[0]
-        near = difflib.get_close_matches(bad, _KNOWN_FLAGS, n=1, cutoff=0.75)
-        if near:
-            key = near[0][2:].replace("-", "_")
-            fix = (f"vllm serve does not know {bad}: did you mean {near[0]} (server.{key})? Fix it in "
-                   f"server.extra_args, or use the server.{key} key instead")
-        else:
-            fix = f"vllm serve does not know {bad} (in this version): remove it from server.extra_args"
-    elif flags:
-        key = flags[0][2:].replace("-", "_")
-        fix = f"vllm serve rejected {flags[0]} ({text}): fix server.{key} or server.extra_args"
-    else:
-        fix = f"vllm serve rejected its arguments ({text}): check the [server] keys and server.extra_args"
-    return Failure("bad_argument", msg.strip(), fix)
-
-
-_BF16 = re.compile(r"Your (.+?) GPU has compute.capability (\d+(?:\.\d+)?)")
-
-
-def _bf16(p: "LogParser", msg: str) -> Failure | None:
-    m = _BF16.search(msg)
-    gpu = f"the {m.group(1)} GPU has compute capability {m.group(2)}" if m else "this GPU is older than Ampere"
-    return Failure("bf16_unsupported", msg.strip(),
-                   f'{gpu} and bfloat16 needs 8.0: set server.dtype = "half" (float16)')
-
-
-_TP = re.compile(r"attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
-
-
-def _tp(p: "LogParser", msg: str) -> Failure | None:
-    m = _TP.search(msg)
-    if not m:
-        return Failure("tp_indivisible", msg.strip(),
-                       "set server.tensor_parallel_size to a number that divides the model's attention heads")
-    heads, tp = int(m.group(1)), int(m.group(2))
-    divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= max(tp, 8)]
-    # prefer a power of two: the MLP/vocab dimensions must divide by it as well
-    best = max((d for d in divisors if d < tp and d & (d - 1) == 0), default=1)
-    return Failure("tp_indivisible", msg.strip(),
-                   f"{heads} attention heads cannot be split over {tp} GPUs: set server.tensor_parallel_size = "
-                   f"{best} (sizes that divide {heads}: {', '.join(map(str, divisors))})")
-
-
 def _dead(p: "LogParser", msg: str) -> Failure | None:
     return Failure("engine_dead", msg.strip(), ENGINE_DEAD_FIX)
 
@@ -482,6 +339,8 @@ HARD: tuple[tuple[str, Handler], ...] = (
     ("on startup is less than", _mem_in_use),
     ("Error in memory profiling", _mem_in_use),
     ("cannot open shared object file", _lib),
+    ("No module named '", _module),
+    ("provide the model as a positional argument", _positional_model),
     ("No space left on device", _shm),
     ("shared memory segment", _shm),
     ("posix_fallocate", _shm),
@@ -513,6 +372,33 @@ HARD: tuple[tuple[str, Handler], ...] = (
     ("EngineDeadError", _dead),
     ("Engine loop has died", _dead),
 )
+
+# Handlers whose figures come from one regex over the message. When a paste wraps the message the regex
+# misses on the first line; joined with the next line(s) it matches, and the fix can name the numbers.
+WRAPPED: dict[Handler, "re.Pattern[str]"] = {
+    _max_len: _MAXLEN, _kv_v0: _KV_V0, _mem_in_use: _FREE_MEM, _cpu_mem: _CPU_MEM, _tp: _TP, _bf16: _BF16,
+    _port: _BIND, _lib: _LIB, _oom: _OOM_TOTAL, _module: _MODULE,
+}
+
+
+def rejoin(p: "LogParser", handler: Handler, text: str, line: str) -> Failure | None:
+    """The diagnosis of `text` with `line` joined on, if only the joined text reads whole."""
+    rx = WRAPPED.get(handler)
+    if rx is None or rx.search(text):
+        return None
+    for joined in (f"{text} {line}", text + line):  # wrapped at a space, or inside a word
+        if rx.search(joined):
+            return handler(p, joined)
+    return None
+
+
+def uncaught(p: "LogParser", exc_line: str) -> Failure:
+    """The log ends in a traceback no signature knows."""
+    what = exc_line.split(":", 1)[0].strip() or "exception"
+    return Failure("unknown", exc_line.strip(),
+                   f"the log ends in an uncaught {what}: vLLM stopped there; read the exception line and the "
+                   f"traceback above it")
+
 
 # Kinds a later, more specific signature may replace (the first specific one otherwise wins).
 REPLACEABLE: dict[str, frozenset[str] | None] = {

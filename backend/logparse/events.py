@@ -23,27 +23,45 @@ PROGRESS_PHASES: tuple[str, ...] = PHASES[:6]
 TERMINAL_PHASES: frozenset[str] = frozenset(("failed", "stopped"))
 PHASE_INDEX: dict[str, int] = {p: i for i, p in enumerate(PROGRESS_PHASES)}
 
-# The console's failure kinds. Every Failure.kind is one of these.
-FAILURE_KINDS: tuple[str, ...] = (
-    "kv_cache_too_small",
-    "no_cache_memory",
-    "max_len_exceeds_model",
-    "oom_loading",
-    "oom_runtime",
-    "memory_in_use",
-    "cpu_memory",
-    "missing_cuda_library",
-    "nccl_p2p",
-    "shm_too_small",
-    "weights_incomplete",
-    "model_not_found",
-    "port_in_use",
-    "bad_argument",
-    "bf16_unsupported",
-    "tp_indivisible",
-    "engine_dead",
-    "unknown",
-)
+# The console's failure kinds, each with what a restart with the same settings would do (the
+# supervisor's "never restart" rule reads this through PERMANENT_KINDS / is_permanent):
+#   "permanent": fails the same way every time (the settings, the model files or the install are wrong);
+#   "startup":   the same when it happened while the server started (profiling, graph capture and NCCL set-up
+#                are deterministic for given settings), but maybe a one-off once it had served;
+#   "transient": may clear by itself (another process lets go of the port or the memory, a crash).
+RESTART: dict[str, str] = {
+    "kv_cache_too_small": "permanent",     # max_model_len needs more KV memory than the budget leaves
+    "no_cache_memory": "permanent",        # weights + activations exceed the budget: 0 (or < 0) GiB for the cache
+    "max_len_exceeds_model": "permanent",  # max_model_len > the model's max_position_embeddings
+    "oom_loading": "permanent",            # the weights do not fit on the GPUs
+    "oom_runtime": "startup",              # profiling / sampler warm-up / graph capture, or while serving
+    "memory_in_use": "transient",          # other processes hold GPU memory (e.g. an old server being reaped)
+    "cpu_memory": "transient",             # RAM free now < the share asked for: depends on other processes
+    "missing_cuda_library": "permanent",   # the install lacks a CUDA library
+    "nccl_p2p": "startup",                 # P2P / NCCL set-up fails the same way; a runtime NCCL error may not
+    "shm_too_small": "permanent",          # /dev/shm keeps its size (and leaked segments) across restarts
+    "weights_incomplete": "permanent",     # a truncated or missing weight file
+    "model_not_found": "permanent",        # server.model is not a directory or a repo id
+    "port_in_use": "transient",            # the process holding the port may exit (an older server stopping)
+    "bad_argument": "permanent",           # vllm serve rejects its arguments
+    "bf16_unsupported": "permanent",       # the GPU cannot run bfloat16
+    "tp_indivisible": "permanent",         # the heads do not split over tensor_parallel_size GPUs
+    "engine_dead": "transient",            # the engine died after it had started
+    "oom_unknown": "startup",              # an OOM the log does not place (no load/profile/capture evidence)
+    "missing_python_module": "permanent",  # the server's interpreter lacks a Python module
+    "unknown": "transient",                # no known signature: restart with backoff, capped by the supervisor
+}
+FAILURE_KINDS: tuple[str, ...] = tuple(RESTART)
+# Kinds that always come back unchanged on a restart with the same settings.
+PERMANENT_KINDS: frozenset[str] = frozenset(k for k, v in RESTART.items() if v == "permanent")
+# Kinds that come back unchanged when they happened before the server was first ready.
+PERMANENT_AT_STARTUP: frozenset[str] = frozenset(k for k, v in RESTART.items() if v in ("permanent", "startup"))
+
+
+def is_permanent(kind: str | None, was_ready: bool = False) -> bool:
+    """Whether a restart with the same settings would fail the same way: never restart then.
+    `was_ready`: the failed launch had been ready (served) before it failed."""
+    return kind in (PERMANENT_KINDS if was_ready else PERMANENT_AT_STARTUP)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,9 @@ def _info(p: "LogParser", key: str, raw: str | None) -> None:
 def _kv_tokens(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
     m = P.KV_TOKENS.search(msg)
     if m:
-        p._figure("kv_cache_tokens", int(m.group(1).replace(",", "")), None, ev)
+        # TP=N may print one line per worker: the engine allocates the smallest (the cache is unified)
+        p._kv_token_lines.append(int(m.group(1).replace(",", "")))
+        p._figure("kv_cache_tokens", min(p._kv_token_lines), None, ev)
         p._set_engine("v1", "strong", ev)
         p._to_phase("kv_cache", t, ev)
     if "Maximum concurrency for" in msg:
@@ -51,8 +53,24 @@ def _kv_tokens(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
 def _concurrency(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
     m = P.CONCURRENCY.search(msg)
     if m:
-        p._figure("max_concurrency", float(m.group(2)), None, ev)
-        p._figure("max_concurrency_tokens", int(m.group(1).replace(",", "")), None, ev)
+        x, tokens = float(m.group(2)), int(m.group(1).replace(",", ""))
+        cur = p.figures.get("max_concurrency")
+        if p.figures.get("max_concurrency_tokens") == tokens and isinstance(cur, float) and cur < x:
+            x = cur  # one line per worker: the smallest binds, like the KV cache size
+        p._figure("max_concurrency", x, None, ev)
+        p._figure("max_concurrency_tokens", tokens, None, ev)
+        p._to_phase("kv_cache", t, ev)
+
+
+def _num_gpu_blocks(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    """`num_gpu_blocks is: N`: the blocks the engine allocates (the minimum over the workers)."""
+    m = P.NUM_GPU_BLOCKS.search(msg)
+    if m:
+        blocks = int(m.group(1))
+        cur = p.figures.get("gpu_blocks")
+        p._figure("gpu_blocks", min(blocks, cur) if isinstance(cur, int) else blocks, None, ev)
+        if not p._kv_token_lines:
+            p._figure("kv_cache_tokens", p.figures["gpu_blocks"] * (p.info.get("block_size") or 16), None, ev)
         p._to_phase("kv_cache", t, ev)
 
 
@@ -98,9 +116,19 @@ def _memprof_total(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> Non
 
 
 def _memprof_kv(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    """V0 0.6.6-0.10: `model weights take 7.51GiB; non_torch_memory takes 0.14GiB; PyTorch activation peak
+    memory takes 1.25GiB; the rest of the memory reserved for KV Cache is 10.11GiB.` (once per worker)."""
     m = P.MEMPROF_KV.search(msg)
     if m:
-        p._set_rank_fig("kv_cache_gib", float(m.group(2)), rank, ev)
+        r = 0 if rank is None else rank
+        if r not in p._per_rank.get("weights_gib", {}):  # "Loading model weights took" gives it too
+            p._set_rank_fig("weights_gib", float(m.group(1)), rank, ev)
+        if m.group(2) is not None:
+            p._set_rank_fig("non_torch_gib", float(m.group(2)), rank, ev)
+        if m.group(3) is not None:
+            p._set_rank_fig("activation_peak_gib", float(m.group(3)), rank, ev)
+        p._weights_done = True
+        p._set_rank_fig("kv_cache_gib", float(m.group(4)), rank, ev)
         p._set_engine("v0", "strong", ev)
         p._to_phase("kv_cache", t, ev)
 
@@ -164,6 +192,12 @@ def _graph_done(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
 
 def _capturing(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
     p._to_phase("cuda_graphs", t, ev)
+    if "|" in msg:
+        m = P.GRAPH_BAR.search(msg)
+        if m:  # one bar per kind of graph (PIECEWISE, FULL): the count is the sum of what each captured
+            bars = p._graph_bars
+            bars[m.group(1)] = max(bars.get(m.group(1), 0), int(m.group(2)))
+            p._figure("cuda_graph_count", sum(bars.values()), None, ev)
 
 
 def _graph_est(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
@@ -307,6 +341,13 @@ def _shutting_down(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> Non
         p._stopping = True
 
 
+def _signal_stop(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+    """0.2x: `[shutdown] EngineCore: trigger received signal=SIGTERM`: a stop was asked for, so the
+    EngineDeadError the API server logs while it tears down is no failure."""
+    if "signal=SIGTERM" in msg or "signal=SIGINT" in msg:
+        p._stopping = True
+
+
 def _shutdown_done(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
     if msg.startswith("Application shutdown complete") and p.phase != "failed":
         p._stopping = True
@@ -320,6 +361,7 @@ FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("Maximum concurrency for ", _concurrency),
     ("Available KV cache memory: ", _avail_kv),
     (" blocks: ", _blocks),
+    ("num_gpu_blocks is: ", _num_gpu_blocks),
     ("Memory profiling results", _memprof64),
     ("total_gpu_memory (", _memprof_total),
     ("reserved for KV Cache is", _memprof_kv),
@@ -355,4 +397,5 @@ FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("as WSL is", _wsl),
     ("Shutting down", _shutting_down),
     ("Application shutdown complete", _shutdown_done),
+    ("received signal=SIG", _signal_stop),
 )

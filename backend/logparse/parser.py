@@ -16,7 +16,9 @@ from typing import Any, Iterable
 
 from backend.logparse import diagnose as D
 from backend.logparse import patterns as P
-from backend.logparse.events import (PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone)
+from backend.logparse.events import (PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone,
+                                     is_permanent)
+from backend.logparse.marker import PREFIX as _MARKER_PREFIX, Launch, parse_marker, server_python
 
 _MISSING = object()
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
@@ -29,6 +31,7 @@ _RANK_AGG = {"weights_gib": max, "weights_seconds": max, "weights_read_seconds":
              "cuda_graph_seconds": max, "cuda_graph_gib": max, "compile_seconds": max, "dynamo_seconds": max}
 _ENGINE_LEVELS = {"weak": 1, "strong": 2, "explicit": 3}
 _ERRORISH = frozenset(("E", "C", None))
+_CODE_ENDS = ("(", ",", "[", "{", "\\", "+", "=")  # a code line that goes on on the next one
 
 
 def _to_float(s: str) -> float:
@@ -76,6 +79,13 @@ class LogParser:
         self._ts_key: str | None = None
         self._ts_val: float | None = None
         self._last_t: float | None = None
+        self.launch: Launch | None = None        # from the supervisor's launch marker, when the log has one
+        self.last_progress = "starting"          # the last startup phase reached (kept once failed)
+        self._kv_token_lines: list[int] = []     # every "KV cache size" line (one per worker with TP>1)
+        self._graph_bars: dict[str, int] = {}    # CUDA-graph capture bar -> graphs captured
+        self._code: dict[Any, tuple] = {}        # process -> (lines since its last frame, open brackets)
+        self._cont: tuple | None = None          # (handler, text, process, lines): a message that may wrap
+        self._tail_exc: str | None = None        # the exception line that ended the last traceback
 
     # -- public API ---------------------------------------------------------------------------------
 
@@ -84,6 +94,8 @@ class LogParser:
         try:
             if line.__class__ is not str:
                 line = _decode(line)
+            if "^M" in line:  # a carriage return pasted as text (`cat -v`)
+                line = line.replace("^M", "\r")
             if "\n" in line or "\r" in line:
                 # several lines, CRLF endings, or tqdm redraws ("\rbar 10%\rbar 20%"): each part on its own
                 events: list[Event] = []
@@ -115,6 +127,30 @@ class LogParser:
         except Exception:
             self.bad_lines += 1
         return ev
+
+    def end_of_log(self) -> list[Event]:
+        """The whole log has been read and no exit code comes (a file given to parse-log). A log that ends
+        in an uncaught traceback, with no startup progress after it, failed there."""
+        ev: list[Event] = []
+        try:
+            if (self._tail_exc is not None and not self._stopping and self.phase not in TERMINAL_PHASES
+                    and self.phase != "ready"):
+                if self._failure is None:
+                    self._failure = D.uncaught(self, self._tail_exc)
+                self._to_phase("failed", self._last_t, ev)
+                self._send_failure(ev)
+        except Exception:
+            self.bad_lines += 1
+        return ev
+
+    def failure_is_permanent(self) -> bool | None:
+        """Whether the current failure would come back unchanged on a restart (None: no failure)."""
+        f = self.current_failure()
+        return None if f is None else is_permanent(f.kind, self._was_ready)
+
+    def report(self) -> dict[str, Any]:
+        """snapshot() plus everything the text summary shows (parse-log --json)."""
+        return _report(self)
 
     def stop_requested(self) -> None:
         """The supervisor asked the server to stop: errors printed while it shuts down are not failures."""
@@ -174,8 +210,12 @@ class LogParser:
         self.lines += 1
         if "\x1b" in line:
             line = P.ANSI.sub("", line)
+        if "^[[" in line:
+            line = P.LITERAL_ANSI.sub("", line)
         if not line:
             return []
+        if line[0] == "q" and line.startswith(_MARKER_PREFIX):
+            return self._launched(line, t)
         proc = None
         c = line[0]
         if c == "[" or c.isdigit():
@@ -260,13 +300,16 @@ class LogParser:
         s = msg.lstrip()
         if not s:
             return
+        cont, self._cont = self._cont, None
         if s.startswith("File \"") or s.startswith("File '"):
             self._frames.append(s)
             self._last_frame = s
+            self._code[pkey] = (0, 0)
             if any(w in s for w in D.NCCL_FRAME_WORDS):
                 self._hints.setdefault("nccl_p2p", D.soft_failure(self, "nccl_p2p", s))
             return
         if "Traceback (most recent call" in s:
+            self._code.pop(pkey, None)
             if pkey not in self._tb_procs:
                 self._frames.clear()
             if not s.startswith("Traceback"):  # "EngineCore hit an exception: Traceback (most recent ..."
@@ -274,10 +317,26 @@ class LogParser:
                 self._errorish(s.partition("Traceback (most recent call")[0], lvl, proc, t, ev)
             self._tb_procs.add(pkey)
             return
+        code = self._code.get(pkey)
+        ended_code = False
+        if code is not None:  # the source lines under a frame are code, never a message or a signature
+            n, depth = code
+            if (msg[0] in " \t" or s[:1] in "^~" or s.startswith("raise ")
+                    or (lvl is None and (n == 0 or depth > 0 or s.endswith(_CODE_ENDS))
+                        and not P.EXCEPTION_LIKE.match(s))):
+                depth += s.count("(") + s.count("[") + s.count("{") - s.count(")") - s.count("]") - s.count("}")
+                self._code[pkey] = (n + 1, max(depth, 0))  # a statement over several lines: until it closes
+                return
+            del self._code[pkey]
+            ended_code = True
+        elif s.startswith("raise ") and s.endswith(("(", ")")):
+            return
         if lvl is not None:
             self._last_error_any = s
         in_tb = pkey in self._tb_procs
         if P.EXCEPTION.match(s):
+            if in_tb or ended_code:
+                self._tail_exc = s
             self._tb_procs.discard(pkey)
             self._last_error = s
         elif in_tb:
@@ -287,11 +346,19 @@ class LogParser:
             in_tb = False
         elif lvl is not None and s[:1] not in "^~":
             self._last_error = s
+        if cont is not None and cont[2] == pkey:  # the rest of a message wrapped onto this line
+            f = D.rejoin(self, cont[0], cont[1], s)
+            if f is not None and self._rediagnosed(f, t, ev):
+                return
+            if f is None and cont[3] < 2 and lvl is None:
+                self._cont = (cont[0], f"{cont[1]} {s}", pkey, cont[3] + 1)
         self._recent.append(s)
         failure = None
         for key, handler in D.HARD:
             if key in s:
                 failure = handler(self, s)
+                if handler in D.WRAPPED:
+                    self._cont = (handler, s, pkey, 0)
                 if failure is not None:
                     break
         if failure is None and self._kv_fail is not None:
@@ -323,6 +390,17 @@ class LogParser:
             self._wrapper = self._wrapper or s
             self._to_phase("failed", t, ev)
 
+    def _rediagnosed(self, failure: Failure, t: float | None, ev: list[Event]) -> bool:
+        """A wrapped message read whole: it replaces the diagnosis made from its first line."""
+        cur = self._failure
+        if cur is not None and cur.kind == failure.kind and not self._stopping:
+            self._failure = failure
+            if self.phase == "failed":
+                self._send_failure(ev)
+            return True
+        self._diagnosed(failure, t, ev)
+        return self._failure is failure
+
     def _diagnosed(self, failure: Failure, t: float | None, ev: list[Event]) -> None:
         if self._stopping:
             return
@@ -345,6 +423,9 @@ class LogParser:
         for kind in ("missing_cuda_library", "nccl_p2p", "engine_dead"):
             h = self._hints.get(kind)
             if h is not None:
+                last = self._last_error
+                if h.message.startswith("File ") and last and P.EXCEPTION.match(last):
+                    return Failure(h.kind, last, h.fix)  # the exception line says more than the frame
                 return h
         msg = self._last_error or self._wrapper or self._last_frame or self._last_error_any
         how = f"vLLM exited with code {rc}" if rc is not None else "vLLM failed"
@@ -374,6 +455,9 @@ class LogParser:
         elif cur in TERMINAL_PHASES or PHASE_INDEX[phase] <= PHASE_INDEX[cur]:
             return
         self.phase = phase
+        if phase not in TERMINAL_PHASES:
+            self.last_progress = phase
+            self._tail_exc = None  # it went on after that traceback
         if phase == "ready":
             self._was_ready = True
         m = Milestone(phase, t)
@@ -415,25 +499,27 @@ class LogParser:
                 mm = (int(m.group(1)), int(m.group(2)))
                 self._set_engine("v0" if mm < (0, 8) else "v1", "weak", ev)
 
-    def _note_kv_failure(self, max_len: int, needed: float | None, avail: float | None,
-                         estimate: int | None, capacity: int | None) -> None:
-        self._kv_fail = {"max_len": max_len, "needed": needed, "avail": avail, "estimate": estimate,
-                         "capacity": capacity}
-        self.info.setdefault("max_model_len", max_len)
-        if capacity is not None:
-            self._set_engine("v0", "strong", None)
-            self.figures["kv_cache_tokens"] = capacity
-            bs = self.info.get("block_size") or 16
-            if capacity % bs == 0:
-                self.figures["gpu_blocks"] = capacity // bs
-        else:
-            self._set_engine("v1", "strong", None)
-            if needed is not None:
-                self.figures["kv_needed_gib"] = needed
-            if avail is not None:
-                self._set_rank_fig("kv_cache_gib", avail, 0, None)
-            if estimate is not None:
-                self.figures["estimated_max_model_len"] = estimate
+    def _launched(self, line: str, t: float | None) -> list[Event]:
+        """The supervisor's launch marker: anchor the timeline at the launch, read the command line."""
+        launch = parse_marker(line)
+        if launch is None:
+            return []
+        self.launch = launch
+        self._year = launch.year
+        at = t if t is not None else launch.local  # the caller's clock, else the one vLLM's stamps use
+        ev: list[Event] = []
+        if not self._started:
+            self._started = True
+            self.timeline.append(Milestone("starting", at))
+            ev.append(self.timeline[-1])
+        elif self.timeline and self.timeline[0].phase == "starting":
+            self.timeline[0] = Milestone("starting", at)
+        self._last_t = at
+        _F._cmdline(self, " " + " ".join(launch.argv), None, at, ev)
+        py = server_python(launch.argv)
+        if py:
+            self.info["server_python"] = py
+        return ev
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -504,8 +590,11 @@ def parse_lines(lines: Iterable[Any]) -> LogParser:
         if line.__class__ is str and line.endswith("\n"):
             line = line[:-1]
         feed(line)
+    p.end_of_log()
     return p
 
 
 # Figure handlers are defined in a separate module to keep this one small.
+from backend.logparse import figures as _F  # noqa: E402
 from backend.logparse.figures import FIGURE_TABLE as _FIGURE_TABLE  # noqa: E402
+from backend.logparse.report import report as _report  # noqa: E402

@@ -12,6 +12,8 @@ import re
 
 # CSI sequences (colours, cursor moves tqdm uses), OSC strings, and two-byte escapes.
 ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+# The same colour codes pasted as text (`cat -v`, some web pastes): "^[[1;36m(EngineCore_DP0 pid=1)^[[0;0m".
+LITERAL_ANSI = re.compile(r"\^\[\[[0-9;?]*[ -/]*[@-~]")
 # "(VllmWorkerProcess pid=1)", "(VllmWorker rank=0 pid=85)", "(VllmWorker TP0 pid=3)",
 # "(Worker_PP1_TP0 pid=3)", "(EngineCore_DP0 pid=9)", "(RayWorkerWrapper pid=2, ip=10.0.0.1)", ...
 PROC = re.compile(
@@ -36,6 +38,8 @@ OUTER_TS = re.compile(
 EXCEPTION = re.compile(
     r"\s*(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*:\s|[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)\s*$)"
 )
+# The looser shape used to end a traceback's code lines: "ncclUnhandledCudaError: ...", "x.y.SomeError: ...".
+EXCEPTION_LIKE = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*: ")
 MP_PROCESS_DIED = re.compile(r"Process [\w.-]+:\s*$")
 
 # --- versions, engine, config --------------------------------------------------------------------
@@ -77,16 +81,22 @@ MEMPROF64 = re.compile(
     r"(?: gpu_memory_utilization=([\d.]+))?"
 )
 MEMPROF_TOTAL = re.compile(r"total_gpu_memory \(([\d.]+)GiB\) x gpu_memory_utilization \(([\d.]+)\)")
-MEMPROF_KV = re.compile(r"model weights take ([\d.]+)GiB.*?reserved for KV Cache is (-?[\d.]+)GiB")
+MEMPROF_KV = re.compile(
+    r"model weights take ([\d.]+) ?GiB(?:; non_torch_memory takes (-?[\d.]+) ?GiB)?"
+    r"(?:; PyTorch activation peak memory takes (-?[\d.]+) ?GiB)?.*?reserved for KV Cache is (-?[\d.]+) ?GiB"
+)
 BLOCKS = re.compile(r"(?:#\s*)?(?!CPU)([A-Za-z]{3,4}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 AVAIL_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB")
 CPU_KV = re.compile(r"Auto set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
+NUM_GPU_BLOCKS = re.compile(r"num_gpu_blocks is: (\d+)")
 KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 
 # --- CUDA graphs, compile, init, listen ----------------------------------------------------------
 
 GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took (-?[\d.]+) GiB)?")
+# tqdm bars: "Capturing CUDA graphs (decode, FULL): 100%|██████████| 5/5 [00:00<00:00, 12.14it/s]"
+GRAPH_BAR = re.compile(r"(Capturing (?:CUDA graph|cudagraph)[^:]*):\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
 GRAPH_EST = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB")
 COMPILE_TOTAL = re.compile(r"torch\.compile (?:takes|took) ([\d.]+) s in total")
 DYNAMO = re.compile(r"Dynamo bytecode transform time: ([\d.]+) s")

@@ -39,16 +39,15 @@ def _n(x: Any) -> str:
 
 
 def format_summary(p: "LogParser") -> str:
-    s = p.snapshot()
-    f = p.figures
+    s = p.report()  # everything printed here is in the report (parse-log --json) too
     out: list[str] = []
     head = f"vLLM {s['vllm_version']}" if s["vllm_version"] else "vLLM (version not in the log)"
     if s["engine"]:
         head += f" · {s['engine'].upper()} engine"
     head += f" · phase: {_PHASE_WORDS.get(s['phase'], s['phase'])}"
     out.append(head)
-    if f.get("model"):
-        out.append(f"model: {f['model']}")
+    if s["model"]:
+        out.append(f"model: {s['model']}")
     if s["listen_url"]:
         out.append(f"{'listening on' if s['ready'] else 'will listen on'} {s['listen_url']}")
 
@@ -58,6 +57,11 @@ def format_summary(p: "LogParser") -> str:
         if s["weights_seconds"] is not None:
             w += f", loaded in {_dur(s['weights_seconds'])}"
         rows.append(("weights", w))
+    prof = [f"{label} {_n(s[k])} GiB" for k, label in (("non_torch_gib", "non-torch"),
+                                                       ("activation_peak_gib", "activation peak"))
+            if s[k] is not None]
+    if prof:
+        rows.append(("memory profile", " · ".join(prof)))
     kv = []
     if s["kv_cache_gib"] is not None:
         kv.append(f"{_n(s['kv_cache_gib'])} GiB")
@@ -67,21 +71,29 @@ def format_summary(p: "LogParser") -> str:
         kv.append(f"{_n(s['gpu_blocks'])} blocks")
     if kv:
         rows.append(("KV cache", " · ".join(kv)))
+    per_worker = s["kv_cache_tokens_per_worker"]
+    if per_worker and len(set(per_worker)) > 1:
+        rows.append(("KV per worker", f"{_n(min(per_worker))} … {_n(max(per_worker))} tokens in {len(per_worker)} "
+                                      f"lines (the engine allocates the smallest)"))
     if s["max_concurrency"] is not None:
         rows.append(("concurrency", f"{_n(s['max_concurrency'])}x at {_n(s['max_concurrency_tokens'])} "
                                     f"tokens per request"))
-    if f.get("compile_seconds") is not None:
-        rows.append(("torch.compile", _dur(f["compile_seconds"])))
-    if s["cuda_graph_seconds"] is not None:
-        g = f"captured in {_dur(s['cuda_graph_seconds'])}"
-        if f.get("cuda_graph_gib") is not None:
-            g += f", {_n(f['cuda_graph_gib'])} GiB"
-        rows.append(("CUDA graphs", g))
+    if s["compile_seconds"] is not None:
+        rows.append(("torch.compile", _dur(s["compile_seconds"])))
+    if s["cuda_graph_seconds"] is not None or s["cuda_graph_count"] is not None:
+        parts = []
+        if s["cuda_graph_count"] is not None:
+            parts.append(f"{s['cuda_graph_count']} graphs")
+        if s["cuda_graph_seconds"] is not None:
+            parts.append(f"captured in {_dur(s['cuda_graph_seconds'])}")
+        if s["cuda_graph_gib"] is not None:
+            parts.append(f"{_n(s['cuda_graph_gib'])} GiB")
+        rows.append(("CUDA graphs", ", ".join(parts)))
     if s["init_engine_seconds"] is not None:
         rows.append(("engine init", _dur(s["init_engine_seconds"])))
-    if f.get("max_model_len") is not None:
-        rows.append(("max model len", _n(f["max_model_len"])))
-    for name, ranks in p.per_rank.items():
+    if s["max_model_len"] is not None:
+        rows.append(("max model len", _n(s["max_model_len"])))
+    for name, ranks in s["per_rank"].items():
         rows.append((f"{name} per rank", " · ".join(f"rank {r}: {_n(v)}" for r, v in ranks.items())))
     out.append("")
     if rows:
@@ -91,22 +103,21 @@ def format_summary(p: "LogParser") -> str:
     else:
         out.append("Figures: none in this log")
 
-    durations = p.phase_durations()
-    if durations:
+    if s["timeline"]:
         out.append("")
-        out.append("Timeline")
-        t0 = next((t for _, t, _ in durations if t is not None), None)
-        for phase, t, d in durations:
-            at = f"+{_dur(t - t0)}" if (t is not None and t0 is not None) else "?"
+        out.append("Timeline (from the launch)" if s["launched_at"] is not None else "Timeline")
+        for m in s["timeline"]:
+            at = f"+{_dur(m['at_s'])}" if m["at_s"] is not None else "?"
             if at in ("+0.00 s", "+0.0 s"):
                 at = "+0 s"
-            took = f"took {_dur(d)}" if d is not None else ""
-            out.append(f"  {at:>9}  {phase:<16} {took}".rstrip())
+            took = f"took {_dur(m['seconds'])}" if m["seconds"] is not None else ""
+            out.append(f"  {at:>9}  {m['phase']:<16} {took}".rstrip())
 
     failure = s["failure"]
     if failure:
         out.append("")
-        out.append(f"FAILED: {failure['kind']}")
+        again = {True: " (a restart fails the same way)", False: ""}.get(s["failure_permanent"], "")
+        out.append(f"FAILED: {failure['kind']}{again}")
         out.append(f"  vLLM said: {failure['message']}")
         out.append(f"  fix:       {failure['fix']}")
     return "\n".join(out) + "\n"
