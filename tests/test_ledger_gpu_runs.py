@@ -45,3 +45,18 @@ def test_usable_memory_is_nvml_total_less_its_reserved_share():
     card = r.ledger.cards[0]
     assert card["reserved_gib"] == pytest.approx(0.601, abs=0.001)
     assert r.ledger.usable_bytes_per_gpu == 150754820096 - 644939776
+
+
+def test_the_plan_says_what_is_measured_and_what_it_expects():
+    from backend.ledger import PlanParams, plan, lookup
+    from backend.ledger.core import Card
+
+    h200 = Card("NVIDIA H200", 150754820096, memory_reserved_bytes=644939776)
+    one = plan(lookup("Qwen/Qwen2.5-14B-Instruct"), PlanParams(vllm_version="0.20.2", max_model_len=8192), [h200])
+    assert one.basis["family"].startswith("vLLM V1 >= 0.20") and one.basis["expected_error_pct"] == 2.0
+    assert any("NVML" in e for e in one.basis["exact"])
+    two = plan(lookup("Qwen/Qwen2.5-14B-Instruct"),
+               PlanParams(vllm_version="0.20.2", tensor_parallel_size=2, max_model_len=8192), [h200, h200])
+    assert two.basis["expected_error_pct"] == 5.0 and any("tensor parallel" in m for m in two.basis["not_measured"])
+    old = plan(lookup("Qwen/Qwen2.5-14B-Instruct"), PlanParams(vllm_version="0.6.4", max_model_len=8192), [h200])
+    assert old.basis["expected_error_pct"] > 5 and old.to_dict()["basis"] == old.basis

@@ -98,7 +98,11 @@ def format_table(led: Ledger) -> str:
             f"  model shape from {led.model_source}",
             f"  on {card_line}; {led.vllm}",
             f"  max_model_len {_n(led.max_model_len)}, max_num_seqs {led.max_num_seqs}, "
-            f"block {led.block_size}, {'eager' if led.enforce_eager else 'CUDA graphs'}", ""]
+            f"block {led.block_size}, {'eager' if led.enforce_eager else 'CUDA graphs'}"]
+    if led.basis:
+        head.append(f"  basis: {led.basis.get('family')}, expected within ±{led.basis.get('expected_error_pct'):g} % "
+                    f"({led.basis.get('source')})")
+    head.append("")
     body = [f"  {a:<{w1}}  {b:>{w2}}  {c}".rstrip() for a, b, c in rows]
     tail = [""]
     if led.problems:

@@ -114,6 +114,7 @@ class Ledger:
     decode_tokens_per_s_ceiling: float | None
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    basis: dict[str, Any] = field(default_factory=dict)  # what is measured, what modelled, expected error
 
     @property
     def fits(self) -> bool:
@@ -164,6 +165,7 @@ class Ledger:
             "fits": self.fits,
             "problems": [p.to_dict() for p in self.problems],
             "notes": list(self.notes),
+            "basis": dict(self.basis),
         }
 
 
@@ -233,6 +235,31 @@ def _weights_gpu(ctx: _Ctx, tp: int, quant: QuantSpec | None = None) -> int:
     parts = weight_parts(shape, ctx.dtype, quant or ctx.quant)
     w, _ = weights_per_gpu(shape, parts, tp, ctx.params.pipeline_parallel_size)
     return max(0, w - int((ctx.params.cpu_offload_gb or 0) * GiB))
+
+
+def _basis(beh: ov.Behaviour, cpu: bool, world: int, used: list[Card]) -> dict[str, Any]:
+    """Which figures of this plan are measured and which modelled, and the error to expect."""
+    exact = ["KV bytes per token (2 x layers x KV heads x head_dim x dtype)", "weights (parameter count x dtype)"]
+    if any(c.memory_reserved_bytes is not None for c in used):
+        exact.append("usable memory (NVML total less its reserved share)")
+    if cpu:
+        return {"family": "vLLM CPU build", "exact": exact, "measured": ["CPU runtime baseline (one run)"],
+                "modelled": ["activation peak"], "expected_error_pct": 5.0,
+                "source": "tests/fixtures/vllm-logs/v0.32.0-cpu-*"}
+    if beh.measured_v1:
+        untested = ["tensor parallel (NCCL buffers estimated)"] if world > 1 else []
+        return {"family": "vLLM V1 >= 0.20 on CUDA", "exact": exact,
+                "measured": ["runtime overhead 0.27 GiB", "first-start torch.compile peak",
+                             "CUDA-graph estimate", "forward activation per batched token"],
+                "modelled": ["the embedding shard per GPU"] + untested,
+                "expected_error_pct": 2.0 if world == 1 else 5.0,
+                "source": "12 runs of vLLM 0.20.2 on an H200 (tests/fixtures/gpu/calibration/, "
+                          "benchmarks/bench_ledger_truth.py: worst 1.5 %)",
+                "not_measured": ["other GPU kinds", "MoE models"] + untested}
+    return {"family": f"vLLM {'.'.join(map(str, beh.version))} ({beh.engine.upper()})", "exact": exact,
+            "measured": ["activation peak (V0 profiling lines of 3090 logs)"] if beh.engine == "v0" else [],
+            "modelled": ["non-torch memory", "CUDA graphs", "sampler"], "expected_error_pct": 10.0,
+            "source": "real logs of older versions in tests/fixtures/vllm-logs/ (estimates where none)"}
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -364,6 +391,7 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         max_model_len_that_fits=fits_len, bandwidth_gbs=bandwidth,
         decode_tokens_per_s_ceiling=(bandwidth * 1e9 / sum(w_stages) if bandwidth and w_gpu else None),
         problems=problems, notes=notes)
+    ledger.basis = _basis(beh, cpu, world, used)
     if bandwidth is None and not cpu:
         notes.append(f"no memory bandwidth known for {name0!r}: no decode ceiling")
     if compile_extra:
