@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,8 +67,7 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
     statefile.logs_dir().mkdir(parents=True, exist_ok=True)
     out_path = statefile.logs_dir() / "supervisor.log"
     with open(out_path, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, cwd=os.getcwd())
+        proc = spawn_reaped(argv, stdout=out)
     deadline = time.time() + timeout
     while time.time() < deadline:
         data = statefile.read()
@@ -78,6 +78,19 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
             raise RuntimeError(f"not started (code {proc.returncode}): " + "\n".join(tail))
         time.sleep(0.1)
     raise RuntimeError(f"the supervisor did not write its state within {timeout:.0f} s; see {out_path}")
+
+
+def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL) -> subprocess.Popen:
+    """Start `argv` in its own session and reap it the moment it exits.
+
+    The supervisor is a child of the process that started it (the console). Unreaped, it would stay
+    a zombie once it exits, and a zombie still has its pid and start time: `stop()` would take it
+    for alive until its timeout (~50 s of "busy" after every stop). A daemon thread waits for it,
+    so the pid disappears as soon as the supervisor ends and nothing holds the console at exit."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stdout,
+                            start_new_session=True, cwd=os.getcwd())
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+    return proc
 
 
 def stop(timeout: float | None = None) -> tuple[bool, str]:
