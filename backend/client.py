@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend import statefile
+from backend import startup_history, statefile
 from backend.logparse import LogParser
 
 
@@ -50,8 +50,20 @@ def status() -> dict[str, Any]:
             "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
             "served_model_name": data.get("served_model_name"),
             "stop_report": data.get("stop_report"), **figures,
+            "expected_ready_s": startup_history.expected(data.get("argv_hash"),
+                                                         statefile.state_path().parent / "startups.json"),
+            "sigkill_in_s": _sigkill_in(data),
             "kv_cache_tokens": figures.get("kv_cache_tokens"),
             "max_concurrency": figures.get("max_concurrency")}
+
+
+def _sigkill_in(data: dict[str, Any]) -> float | None:
+    """While stopping: seconds until the supervisor SIGKILLs what did not exit on SIGTERM."""
+    at = data.get("stopping_at")
+    if data.get("state") != "stopping" or not isinstance(at, (int, float)):
+        return None
+    timeout = float((data.get("settings") or {}).get("console", {}).get("stop_timeout", 30))
+    return max(0.0, round(at + timeout - time.time(), 1))
 
 
 def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,
@@ -163,8 +175,11 @@ class ServerClient:
         st = status()
         lines, new_log = self.follower.poll(st.get("log_path"))
         parsed = self.follower.parser.snapshot()
-        if st["state"] == "stopped" and parsed.get("phase") not in ("failed",):
-            parsed = dict(parsed, phase="stopped") if self.follower.path else parsed
+        if st["state"] == "stopped":
+            # status() says "failed" when the last run failed; "stopped" is a clean stop (or none
+            # yet): not what the shutdown lines of the old log look like, nor the parser's
+            # initial "starting"
+            parsed = dict(parsed, phase="stopped", failure=None)
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
                     timeline=self.follower.parser.phase_durations())
 

@@ -79,6 +79,7 @@ class Supervisor:
         self.failures: deque[float] = deque()
         self.failure: dict[str, Any] | None = None
         self.stop_report: str | None = None
+        self.stopping_at: float | None = None  # when SIGTERM went out: consoles count down to SIGKILL
         self.served_models: list[str] = []
         self._stop_requested = asyncio.Event()
         # set when this launch has failed while its process still runs (an engine-death line, or
@@ -127,6 +128,7 @@ class Supervisor:
             # what the supervisor itself saw (/health failing) first; else the log's diagnosis
             "failure": self.failure or (snap.get("failure") if self.state in ("failed", "backoff") else None),
             "stop_report": self.stop_report,
+            "stopping_at": self.stopping_at,
             "gpu_release": self.gpu_release,
             "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
                                                  "max_concurrency", "max_concurrency_tokens",
@@ -199,7 +201,12 @@ class Supervisor:
                 if ok and self.state == "starting":
                     self.ready_at = now
                     await self._fetch_models(client)  # one loopback request: a few ms
-                    self._set("ready", f"{now - (self.started_at or now):.1f} s after launch")
+                    took = now - (self.started_at or now)
+                    self._set("ready", f"{took:.1f} s after launch")
+                    from backend import startup_history  # the next start of these settings expects it
+
+                    await asyncio.to_thread(startup_history.record, argv_hash(self.launch.argv), took,
+                                            self.state_path.parent / "startups.json")
                 elif ok:
                     self._health_fail_since = None
                 elif self.state == "ready":
@@ -248,6 +255,7 @@ class Supervisor:
             done, _ = await asyncio.wait({exited, stop_wait, failed}, return_when=asyncio.FIRST_COMPLETED)
             if stop_wait in done and not exited.done():
                 self.parser.stop_requested()
+                self.stopping_at = time.time()
                 self._set("stopping", "SIGTERM to the process group")
                 await self._terminate()
             elif failed in done and not exited.done():
