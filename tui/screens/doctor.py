@@ -13,9 +13,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
+from tui.palette import style
 from tui.messages import DoctorReady
 
-STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
 
 
@@ -52,13 +53,13 @@ class DoctorScreen(ModalScreen[None]):
         table.clear()
         summary = self.query_one("#summary", Label)
         if message.error:
-            summary.update(Text(f"the checks could not run: {message.error}", "red"))
+            summary.update(Text(f"the checks could not run: {message.error}", style(self.app, "error")))
             return
         counts = {s: sum(c.status == s for c in message.checks) for s in RANK}
         summary.update(Text(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed, "
-                            f"{counts['skip']} skipped", "bold red" if counts["fail"] else "bold"))
+                            f"{counts['skip']} skipped", style(self.app, "error", "bold") if counts["fail"] else "bold"))
         for c in sorted(message.checks, key=lambda c: RANK.get(c.status, 9)):
-            table.add_row(Text(c.status.upper(), STYLE.get(c.status, "")), c.name,
+            table.add_row(Text(c.status.upper(), style(self.app, *STYLE.get(c.status, ("", "")))), c.name,
                           Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"),
                           key=c.name, height=None)
 

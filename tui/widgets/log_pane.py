@@ -15,20 +15,23 @@ _POLL_NOISE = re.compile(r'"GET /(health|metrics|v1/models) HTTP/1\.[01]" 200')
 
 
 class VllmHighlighter(Highlighter):
-    """Colours by regex with explicit styles (no theme lookups)."""
+    """Colours by regex; each rule names a theme variable, resolved by the pane (`use_theme`)."""
 
     RULES = [
-        (re.compile(r"\b(ERROR|CRITICAL)\b.*|Traceback.*|^\S*(Error|Exception)\b.*"), "bold red"),
-        (re.compile(r"\bWARNING\b"), "yellow"),
-        (re.compile(r"^\((APIServer|EngineCore\w*|Worker\w*|VllmWorker[\w -]*)[^)]*\)"), "cyan"),
-        (re.compile(r"\b\d[\d,]*(\.\d+)?\s*(GiB|GB|tokens|seconds|x)\b"), "bold"),
+        (re.compile(r"\b(ERROR|CRITICAL)\b.*|Traceback.*|^\S*(Error|Exception)\b.*"), "error", "bold"),
+        (re.compile(r"\bWARNING\b"), "warning", ""),
+        (re.compile(r"^\((APIServer|EngineCore\w*|Worker\w*|VllmWorker[\w -]*)[^)]*\)"), "secondary", ""),
+        (re.compile(r"\b\d[\d,]*(\.\d+)?\s*(GiB|GB|tokens|seconds|x)\b"), "", "bold"),
     ]
+    styles: dict[str, str] = {}  # theme variable -> Rich colour
 
     prefix_width = 0  # compact lines: this many leading columns are the dim gutter
 
     def highlight(self, text: Text) -> None:
-        for pattern, style in self.RULES:
-            text.highlight_regex(pattern, style)
+        for pattern, colour, extra in self.RULES:
+            style = " ".join(p for p in (extra, self.styles.get(colour, "")) if p)
+            if style:
+                text.highlight_regex(pattern, style)
         if self.prefix_width and len(text) > self.prefix_width and text.plain[2:3] == ":":
             text.stylize("dim", 0, self.prefix_width)
 
