@@ -54,7 +54,9 @@ class ChatPane(Vertical):
                                     "esc: stop the reply · esc esc: back to the log · ctrl+n: new chat · "
                                     "ctrl+y: copy the last reply", classes="figures"),
                              id="chat-log")
-        yield Input(placeholder="message (enter: send)", id="chat-input")
+        # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
+        # routes it there) and must not select, then replace, what was already typed
+        yield Input(placeholder="message (enter: send)", id="chat-input", select_on_focus=False)
 
     def on_mount(self) -> None:
         self.conversation.system_prompt = self.app.settings.chat["system_prompt"]
