@@ -155,3 +155,21 @@ def test_no_hard_coded_colour_names_in_the_console():
     root = Path(__file__).resolve().parent.parent / "tui"
     hits = [f"{p.name}: {m.group(0)}" for p in root.rglob("*.py") for m in names.finditer(p.read_text())]
     assert not hits, hits
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+async def test_the_doctor_table_fits_its_dialog(qhome, size):
+    """The fix column (`qwen-tui stop --orphans`) was cut at 120 columns: the columns now share
+    the dialog's width and wrap."""
+    from textual.widgets import DataTable
+
+    from tui.screens.doctor import DoctorScreen
+
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome, "planner.device=cpu")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("d")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen))
+        table = app.screen.query_one(DataTable)
+        assert await wait_until(pilot, lambda: table.row_count >= 10, tries=200)
+        await pilot.pause(0.2)
+        assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)

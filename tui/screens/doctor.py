@@ -20,6 +20,15 @@ STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
 
 
+def column_widths(screen_width: int) -> tuple[int, int, int, int]:
+    """Status, check, found, fix: what fits in the dialog (95 % of the screen, its frame, a cell
+    padding of 1 on each side and the scrollbar); found and fix wrap, so nothing is cut."""
+    avail = int(screen_width * 0.95) - 6 - 8 - 2
+    rest = max(avail - 4 - 14, 30)
+    found = rest * 11 // 20
+    return 4, 14, found, rest - found
+
+
 class DoctorScreen(ModalScreen[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
@@ -33,7 +42,7 @@ class DoctorScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for label, width in (("", 4), ("check", 14), ("found", 64), ("fix", 48)):
+        for label, width in zip(("", "check", "found", "fix"), column_widths(self.app.size.width)):
             table.add_column(label, width=width)
         self.run_doctor()
 
