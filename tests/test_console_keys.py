@@ -167,3 +167,16 @@ async def test_a_restart_says_it_waits_for_the_old_server(qhome):
                                 tries=10), bar.last_text  # within 0.5 s
         gate.set()
         assert await wait_until(pilot, lambda: client.actions == ["stop", "start"])
+
+
+async def test_the_quit_dialog_shows_its_keys(qhome):
+    """Its labels were "Keep running [k]": markup, where [k] is a tag, so the keys never showed."""
+    from textual.widgets import Button
+
+    app, _ = app_with([Poll(state=READY, parsed=PARSED)], qhome)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+        await pilot.press("q")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        labels = [str(b.label) for b in app.screen.query(Button)]
+        assert labels == ["k: keep running", "s: stop server", "esc: cancel"]

@@ -17,7 +17,7 @@ from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
 RUNNING = ("starting", "ready", "backoff")
-EXIT_GRACE_S = 3.0  # after a quit or a signal, the process ends within this even if something hangs
+EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 
 
 class QwenApp(App):

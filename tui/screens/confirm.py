@@ -25,7 +25,7 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Label(self.question, id="question", markup=False)
             if self.detail:
                 yield Label(self.detail, id="detail", markup=False)
-            yield Label("y: yes   any other key: no  (console.confirm: running | always | never)", id="keys")
+            yield Label("y: yes   any other key: no", id="keys")
 
     def on_key(self, event) -> None:
         """A one-key question: whatever is not `y`/enter means no, and never reaches the screen below."""

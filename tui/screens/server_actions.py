@@ -78,11 +78,13 @@ class ServerActions:
                 self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
             return
         state = self.state.get("state", "stopped")
-        if action != "start" and needs_confirm(str(self.app.settings.console.get("confirm", "running")), state):
+        policy = str(self.app.settings.console.get("confirm", "running"))
+        if action != "start" and needs_confirm(policy, state):
             from tui.screens.confirm import ConfirmScreen
 
             running = getattr(self, "requests_running", None)
-            detail = f"It is {state.upper()}" + (f", {running} requests running" if running else "") + "."
+            detail = (f"It is {state.upper()}" + (f", {running} requests running" if running else "")
+                      + f". (console.confirm = \"{policy}\"; \"never\" stops asking)")
             question = "Stop the server?" if action == "stop" else "Restart the server?"
 
             def chosen(yes: bool | None) -> None:
