@@ -173,3 +173,16 @@ async def test_the_doctor_table_fits_its_dialog(qhome, size):
         assert await wait_until(pilot, lambda: table.row_count >= 10, tries=200)
         await pilot.pause(0.2)
         assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)
+
+
+async def test_in_the_chat_the_footer_offers_f1_for_the_keys(qhome):
+    from textual.widgets import HelpPanel
+
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(120, 36)) as pilot:
+        footer = app.screen.query_one(KeysFooter)
+        await pilot.press("c")
+        assert await wait_until(pilot, lambda: footer.shown and footer.shown[-1] == ("f1", "keys"))
+        await pilot.press("f1")
+        assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 1)
+        assert app.screen.query_one("#chat-input").value == ""

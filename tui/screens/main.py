@@ -54,6 +54,7 @@ class MainScreen(ServerActions, Screen):
         Binding("p", "toggle_prefix", "Log prefix", id="prefix"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
+        Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input
     ]
 
     narrow = False

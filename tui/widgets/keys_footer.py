@@ -1,4 +1,5 @@
-"""KeysFooter: the keys that fit on one line, and `?` (every key of what has focus) always.
+"""KeysFooter: the keys that fit on one line, and `?` (every key of what has focus) always
+(`f1` while a text field has focus: there `?` is a character).
 
 Textual's Footer lays every binding out and cuts the last ones at the edge (`e Sett▏` at 120
 columns). This one drops what does not fit, from the end, and keeps `? keys` at the right."""
@@ -19,7 +20,7 @@ def fit(pairs: list[tuple[str, str]], width: int, always: tuple[str, str] = HELP
     budget = width - cost(always) - 1
     out = []
     for pair in pairs:
-        if pair[0] == always[0]:
+        if pair[1] == always[1]:
             continue
         if cost(pair) > budget:
             break
@@ -54,7 +55,10 @@ class KeysFooter(Static):
                 continue
             seen.add(binding.action)
             pairs.append((self.app.get_key_display(binding), binding.description.lower()))
-        self.shown = fit(pairs, max(self.size.width - 2, 20))
+        from textual.widgets import Input
+
+        typing = isinstance(self.screen.focused, Input)  # there `?` is text: f1 shows the keys
+        self.shown = fit(pairs, max(self.size.width - 2, 20), ("f1", "keys") if typing else HELP_KEY)
         key_style = self.app.theme_variables.get("footer-key-foreground", "") or "bold"
         text = Text(no_wrap=True, overflow="crop")
         for i, (key, what) in enumerate(self.shown):
