@@ -186,3 +186,18 @@ async def test_in_the_chat_the_footer_offers_f1_for_the_keys(qhome):
         await pilot.press("f1")
         assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 1)
         assert app.screen.query_one("#chat-input").value == ""
+
+
+@pytest.mark.parametrize("theme, success", [("qwen-dark", "#9ECE6A"), ("qwen-light", "#33635C")])
+async def test_panel_colours_follow_the_theme(qhome, theme, success):
+    from tui.palette import style
+    from tui.widgets.status_bar import StatusBar
+
+    app, _ = app_with([Poll(state=READY, parsed=PARSED)], qhome, f"console.theme={theme}")
+    async with app.run_test(size=(120, 36)) as pilot:
+        bar = app.screen.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "READY" in bar.last_text)
+        assert style(app, "success", "bold").upper() == f"BOLD {success}"
+        rgb = "rgb({},{},{})".format(*(int(success[i:i + 2], 16) for i in (1, 3, 5)))
+        spans = [str(s.style) for s in bar.render().spans]
+        assert any(rgb in s for s in spans), spans  # ● READY in the theme's success colour
