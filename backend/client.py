@@ -180,8 +180,11 @@ class ServerClient:
             # yet): not what the shutdown lines of the old log look like, nor the parser's
             # initial "starting"
             parsed = dict(parsed, phase="stopped", failure=None)
+        timeline = self.follower.parser.phase_durations()
+        if st["state"] == "stopped":  # nothing is under way: no open phase, no "failed" of a stop
+            timeline = [t for t in timeline if t[2] is not None and t[0] != "failed"]
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
-                    timeline=self.follower.parser.phase_durations())
+                    timeline=timeline)
 
     def start(self, allow_orphans: bool = False) -> str:
         live, _ = statefile.read_live(cleanup=True)

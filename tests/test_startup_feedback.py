@@ -92,6 +92,7 @@ def test_phase_after_a_clean_stop_is_stopped(qhome):
     poll = ServerClient().poll()
     assert poll.state["state"] == "stopped"
     assert poll.parsed["phase"] == "stopped" and poll.parsed.get("failure") is None
+    assert all(seconds is not None and phase != "failed" for phase, _, seconds in poll.timeline), poll.timeline
 
 
 def test_phase_with_no_server_yet_is_stopped_not_starting(qhome):
