@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend import statefile
+from backend import startup_history, statefile
 from backend.logparse import LogParser
 
 
@@ -50,11 +51,23 @@ def status() -> dict[str, Any]:
             "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
             "served_model_name": data.get("served_model_name"),
             "stop_report": data.get("stop_report"), **figures,
+            "expected_ready_s": startup_history.expected(data.get("argv_hash"),
+                                                         statefile.state_path().parent / "startups.json"),
+            "sigkill_in_s": _sigkill_in(data),
             "kv_cache_tokens": figures.get("kv_cache_tokens"),
             "max_concurrency": figures.get("max_concurrency"),
             # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
             "attempt": data.get("attempt"), "last_failure": data.get("last_failure"),
             "attempts": data.get("attempts") or [], "reaping_pids": data.get("reaping_pids") or []}
+
+
+def _sigkill_in(data: dict[str, Any]) -> float | None:
+    """While stopping: seconds until the supervisor SIGKILLs what did not exit on SIGTERM."""
+    at = data.get("stopping_at")
+    if data.get("state") != "stopping" or not isinstance(at, (int, float)):
+        return None
+    timeout = float((data.get("settings") or {}).get("console", {}).get("stop_timeout", 30))
+    return max(0.0, round(at + timeout - time.time(), 1))
 
 
 def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,
@@ -70,8 +83,7 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
     statefile.logs_dir().mkdir(parents=True, exist_ok=True)
     out_path = statefile.logs_dir() / "supervisor.log"
     with open(out_path, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, cwd=os.getcwd())
+        proc = spawn_reaped(argv, stdout=out)
     deadline = time.time() + timeout
     while time.time() < deadline:
         data = statefile.read()
@@ -82,6 +94,19 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
             raise RuntimeError(f"not started (code {proc.returncode}): " + "\n".join(tail))
         time.sleep(0.1)
     raise RuntimeError(f"the supervisor did not write its state within {timeout:.0f} s; see {out_path}")
+
+
+def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL) -> subprocess.Popen:
+    """Start `argv` in its own session and reap it the moment it exits.
+
+    The supervisor is a child of the process that started it (the console). Unreaped, it would stay
+    a zombie once it exits, and a zombie still has its pid and start time: `stop()` would take it
+    for alive until its timeout (~50 s of "busy" after every stop). A daemon thread waits for it,
+    so the pid disappears as soon as the supervisor ends and nothing holds the console at exit."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stdout,
+                            start_new_session=True, cwd=os.getcwd())
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+    return proc
 
 
 def stop(timeout: float | None = None) -> tuple[bool, str]:
@@ -154,10 +179,16 @@ class ServerClient:
         st = status()
         lines, new_log = self.follower.poll(st.get("log_path"))
         parsed = self.follower.parser.snapshot()
-        if st["state"] == "stopped" and parsed.get("phase") not in ("failed",):
-            parsed = dict(parsed, phase="stopped") if self.follower.path else parsed
+        if st["state"] == "stopped":
+            # status() says "failed" when the last run failed; "stopped" is a clean stop (or none
+            # yet): not what the shutdown lines of the old log look like, nor the parser's
+            # initial "starting"
+            parsed = dict(parsed, phase="stopped", failure=None)
+        timeline = self.follower.parser.phase_durations()
+        if st["state"] == "stopped":  # nothing is under way: no open phase, no "failed" of a stop
+            timeline = [t for t in timeline if t[2] is not None and t[0] != "failed"]
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
-                    timeline=self.follower.parser.phase_durations())
+                    timeline=timeline)
 
     def start(self, allow_orphans: bool = False) -> str:
         live, _ = statefile.read_live(cleanup=True)

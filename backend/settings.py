@@ -87,6 +87,8 @@ CONSOLE: dict[str, Key] = {
     "stop_timeout": Key((int, float), 30.0, "seconds between SIGTERM and SIGKILL on stop"),
     "on_exit": Key(str, "ask", "when the console quits: ask, keep or stop the server",
                    ("ask", "keep", "stop")),
+    "confirm": Key(str, "running", "ask before x stop / r restart: running (when READY), always or never",
+                   ("running", "always", "never")),
     "restart": Key(str, "on-failure", "restart the server after a failure", ("on-failure", "never")),
     "restart_max_failures": Key(int, 5, "give up after this many failures ..."),
     "restart_window_s": Key((int, float), 600.0, "... within this many seconds"),

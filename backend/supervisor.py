@@ -79,6 +79,7 @@ class Supervisor:
         self.failures: deque[float] = deque()
         self.failure: dict[str, Any] | None = None
         self.stop_report: str | None = None
+        self.stopping_at: float | None = None  # when SIGTERM went out: consoles count down to SIGKILL
         self.served_models: list[str] = []
         # one record per failed attempt (newest last): survives the restarts, so status, serve --wait
         # and the console can still show why the last attempt failed while a new one starts
@@ -136,6 +137,7 @@ class Supervisor:
             "attempts": self.attempts[-ATTEMPTS_KEPT:],
             "last_failure": self.attempts[-1] if self.attempts else None,
             "stop_report": self.stop_report,
+            "stopping_at": self.stopping_at,
             "gpu_release": self.gpu_release,
             "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
                                                  "max_concurrency", "max_concurrency_tokens",
@@ -209,7 +211,12 @@ class Supervisor:
                 if ok and self.state == "starting":
                     self.ready_at = now
                     await self._fetch_models(client)  # one loopback request: a few ms
-                    self._set("ready", f"{now - (self.started_at or now):.1f} s after launch")
+                    took = now - (self.started_at or now)
+                    self._set("ready", f"{took:.1f} s after launch")
+                    from backend import startup_history  # the next start of these settings expects it
+
+                    await asyncio.to_thread(startup_history.record, argv_hash(self.launch.argv), took,
+                                            self.state_path.parent / "startups.json")
                 elif ok:
                     self._health_fail_since = None
                 elif self.state == "ready":
@@ -260,6 +267,7 @@ class Supervisor:
             done, _ = await asyncio.wait({exited, stop_wait, failed}, return_when=asyncio.FIRST_COMPLETED)
             if stop_wait in done and not exited.done():
                 self.parser.stop_requested()
+                self.stopping_at = time.time()
                 self._set("stopping", "SIGTERM to the process group")
                 await self._terminate()
             elif failed in done and not exited.done():

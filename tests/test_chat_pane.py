@@ -34,8 +34,9 @@ async def test_c_opens_the_chat_and_a_dead_server_is_explained(qhome):
         assert "cannot connect" in errors()[0] and "fix: start the server" in errors()[0]
         assert pane.conversation.turns == [] and not pane.streaming
         assert app.screen.measured_tps is None
-        await pilot.press("escape")  # leaves the input; c goes back to the log
-        await pilot.press("c")
+        await pilot.press("escape")  # stays in the chat: the input keeps the keys
+        assert box.has_focus and app.screen.query_one(TabbedContent).active == "tab-chat"
+        await pilot.press("escape")  # a second esc goes back to the log
         assert app.screen.query_one(TabbedContent).active == "tab-log"
 
 

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
+import threading
 from typing import Any
 
 from textual.app import App
 
+from backend import daemon_threads
 from backend.settings import Settings
 from tui.screens.main import MainScreen
 from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
 RUNNING = ("starting", "ready", "backoff")
+EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 
 
 class QwenApp(App):
     TITLE = "qwen-tui"
+    CSS_PATH = "app.tcss"
 
     def __init__(self, settings: Settings, client: Any, gpus: Any = None) -> None:
         super().__init__()
@@ -24,18 +30,27 @@ class QwenApp(App):
         self.client = client
         self.gpus = gpus  # a backend.gpu.GpuMonitor (or a test double); None: no GPU panels
         self.quit_choice: str | None = None
+        self.main_screen: MainScreen | None = None
+        self._quitting = False
 
     def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        daemon_threads.install(loop)  # a blocking call still running never holds the process at exit
         register_themes(self, self.settings.console["theme"])
-        self.push_screen(MainScreen())
-        loop = __import__("asyncio").get_running_loop()
+        self.main_screen = MainScreen()
+        self.push_screen(self.main_screen)
         # Textual does not handle these: an SSH drop (HUP) or a kill (TERM) exits cleanly and
         # leaves the server running; it lives in its own supervisor process.
         for sig in (signal.SIGHUP, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, lambda: self.exit(0))
+                loop.add_signal_handler(sig, self._signalled)
             except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (tests)
                 pass
+
+    def _signalled(self) -> None:
+        """SIGHUP / SIGTERM: exit now, and for sure: a watchdog ends the process if exiting hangs."""
+        start_exit_watchdog(0)
+        self.exit(0)
 
     def reload_settings(self, settings: Settings | None = None) -> Settings:
         """Adopt settings saved from the console (or read them again: same file, --demo, --set)."""
@@ -48,11 +63,26 @@ class QwenApp(App):
         self.settings = new
         return new
 
-    def request_quit(self, state: str) -> None:
+    # -- every way out: q, ctrl+q, ctrl+c, the palette's Quit ---------------------------------
+    def server_state(self) -> str:
+        screen = self.main_screen
+        return (getattr(screen, "state", None) or {}).get("state", "stopped") if screen else "stopped"
+
+    async def action_quit(self) -> None:
+        """ctrl+q and the command palette's Quit: the same on_exit policy as q."""
+        self.request_quit()
+
+    def action_help_quit(self) -> None:
+        """ctrl+c outside a text field (there it copies): quit through the on_exit policy."""
+        self.request_quit()
+
+    def request_quit(self, state: str | None = None) -> None:
+        if self._quitting or isinstance(self.screen, QuitScreen):
+            return  # already asking, or already stopping on the way out
+        state = state or self.server_state()
         policy = self.settings.console["on_exit"]
         if state not in RUNNING or policy == "keep":
-            self.quit_choice = "keep"
-            self.exit(0)
+            self._exit_keep()
         elif policy == "stop":
             self._stop_and_exit()
         else:
@@ -60,21 +90,32 @@ class QwenApp(App):
 
     def _quit_chosen(self, choice: str | None) -> None:
         if choice == "keep":
-            self.quit_choice = "keep"
-            self.exit(0)
+            self._exit_keep()
         elif choice == "stop":
             self._stop_and_exit()
 
+    def _exit_keep(self) -> None:
+        self.quit_choice = "keep"
+        self._quitting = True
+        self.exit(0)
+
     def _stop_and_exit(self) -> None:
         self.quit_choice = "stop"
-        self.notify("stopping the server…")
+        self._quitting = True
+        self.notify("stopping the server before quitting… (the status line counts down to SIGKILL)")
         self.run_worker(self._stop_worker, group="quit", exclusive=True, exit_on_error=False)
 
     async def _stop_worker(self) -> None:
-        import asyncio
-
         await asyncio.to_thread(self.client.stop)
         self.exit(0)
+
+
+def start_exit_watchdog(code: int, after: float = EXIT_GRACE_S) -> None:
+    """End the process `after` seconds from now whatever still runs (a daemon timer: it does not
+    itself keep the process alive, and it fires even while the interpreter joins other threads)."""
+    timer = threading.Timer(after, os._exit, (code,))
+    timer.daemon = True
+    timer.start()
 
 
 def make_app(settings: Settings, client: Any, gpus: Any = None) -> QwenApp:

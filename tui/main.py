@@ -13,6 +13,8 @@ def run_console(args) -> int:
 
     from backend.gpu import GpuMonitor
 
+    from tui.app import start_exit_watchdog
+
     settings = load_settings(args)
     gpus = GpuMonitor()
     try:
@@ -20,6 +22,9 @@ def run_console(args) -> int:
         app.run()
     finally:
         gpus.shutdown()
+    # the screen is restored: whatever still runs (a thread in a blocking call) must not keep
+    # the process alive past its quit (it used to, for up to a minute, deaf to SIGTERM)
+    start_exit_watchdog(app.return_code or 0)
     return app.return_code or 0
 
 

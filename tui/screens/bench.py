@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
+from tui.palette import style
 from tui.messages import BenchFinished, BenchProgress
 
 
@@ -82,11 +83,11 @@ class BenchScreen(ModalScreen[None]):
         self.report = message.report
         results = self.query_one("#results", Static)
         if message.error:
-            results.update(Text(message.error, "red"))
+            results.update(Text(message.error, style(self.app, "error")))
             return
         rep = message.report
         if rep.get("error"):
-            results.update(Text(f"{rep['error']}\n  fix: {rep.get('fix') or 'see the server log'}", "red"))
+            results.update(Text(f"{rep['error']}\n  fix: {rep.get('fix') or 'see the server log'}", style(self.app, "error")))
             return
         results.update(Text("\n".join(summary_lines(rep)[1:])))
 

@@ -13,10 +13,20 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
+from tui.palette import style
 from tui.messages import DoctorReady
 
-STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
+
+
+def column_widths(screen_width: int) -> tuple[int, int, int, int]:
+    """Status, check, found, fix: what fits in the dialog (95 % of the screen, its frame, a cell
+    padding of 1 on each side and the scrollbar); found and fix wrap, so nothing is cut."""
+    avail = int(screen_width * 0.95) - 6 - 8 - 2
+    rest = max(avail - 4 - 14, 30)
+    found = rest * 11 // 20
+    return 4, 14, found, rest - found
 
 
 class DoctorScreen(ModalScreen[None]):
@@ -32,7 +42,7 @@ class DoctorScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for label, width in (("", 4), ("check", 14), ("found", 64), ("fix", 48)):
+        for label, width in zip(("", "check", "found", "fix"), column_widths(self.app.size.width)):
             table.add_column(label, width=width)
         self.run_doctor()
 
@@ -52,13 +62,13 @@ class DoctorScreen(ModalScreen[None]):
         table.clear()
         summary = self.query_one("#summary", Label)
         if message.error:
-            summary.update(Text(f"the checks could not run: {message.error}", "red"))
+            summary.update(Text(f"the checks could not run: {message.error}", style(self.app, "error")))
             return
         counts = {s: sum(c.status == s for c in message.checks) for s in RANK}
         summary.update(Text(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed, "
-                            f"{counts['skip']} skipped", "bold red" if counts["fail"] else "bold"))
+                            f"{counts['skip']} skipped", style(self.app, "error", "bold") if counts["fail"] else "bold"))
         for c in sorted(message.checks, key=lambda c: RANK.get(c.status, 9)):
-            table.add_row(Text(c.status.upper(), STYLE.get(c.status, "")), c.name,
+            table.add_row(Text(c.status.upper(), style(self.app, *STYLE.get(c.status, ("", "")))), c.name,
                           Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"),
                           key=c.name, height=None)
 

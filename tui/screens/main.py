@@ -1,71 +1,95 @@
-"""MainScreen: status line, live log, startup figures, failure banner; keys s/x/r/q, e settings."""
+"""MainScreen: status line, live log, startup figures, failure banner; keys s/x/r/q, e settings.
+
+Keys are a contract (STYLE 20): while the chat tab is shown every printable key goes to the chat
+input, so a sentence never starts the server or opens a dialog; `esc` there keeps the user in the
+chat (a second `esc` goes back to the log, where the single-letter keys are commands again).
+Below NARROW_W columns the side column folds into a one-line figure strip; `i` opens it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 
-from tui.messages import (ActionFinished, ChatFinished, GpusSampled, MetricsSampled, OrphansScanned, PlanReady,
-                          ServerPolled)
+from tui.messages import ChatFinished, GpusSampled, MetricsSampled, PlanReady, ServerPolled
+from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
+from tui.widgets.figure_strip import FigureStrip
 from tui.widgets.figures_panel import FiguresPanel
 from tui.widgets.gpu_panel import GpuPanel
+from tui.widgets.keys_footer import KeysFooter
 from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.status_bar import StatusBar
 
 POLL_S = 0.2
+NARROW_W = 100  # below this many columns the side column becomes the one-line strip
+LIVE = ("starting", "ready", "backoff", "stopping")
+EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
-class MainScreen(Screen):
+class MainScreen(ServerActions, Screen):
     CSS_PATH = "main.tcss"
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),
         Binding("x", "stop", "Stop", id="stop"),
         Binding("r", "restart", "Restart", id="restart"),
         Binding("q", "quit_console", "Quit", id="quit"),
-        Binding("slash", "search", "Search log", id="search"),
-        Binding("l", "cycle_level", "Level filter", id="level"),
-        Binding("c", "chat", "Chat/Log", id="chat"),
+        Binding("c", "chat", "Chat", id="chat"),
+        Binding("e", "settings", "Settings", id="settings"),
         Binding("d", "doctor", "Doctor", id="doctor"),
         Binding("b", "bench", "Load test", id="bench"),
-        Binding("e", "settings", "Settings", id="settings"),
-        Binding("escape", "clear_filters", "Clear filters", id="clear", show=False),
+        Binding("i", "toggle_side", "Panels", id="side"),
+        Binding("slash", "search", "Search log", id="search"),
+        Binding("l", "cycle_level", "Level filter", id="level"),
+        Binding("p", "toggle_prefix", "Log prefix", id="prefix"),
+        Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
+        Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input
     ]
+
+    narrow = False
+    state: dict = {"state": "stopped"}  # the last poll's, replaced (never mutated) on each poll
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield FailureBanner(id="failure")
+        yield FigureStrip(id="strip")
         with Horizontal(id="body"):
             with TabbedContent(id="tabs", initial="tab-log"):
                 with TabPane("Log", id="tab-log"):
-                    yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log")
+                    yield Static(EMPTY_LOG, id="log-hint")
+                    yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log",
+                                  classes="panel")
                 with TabPane("Chat", id="tab-chat"):
                     yield ChatPane(id="chat")
             with VerticalScroll(id="side"):
-                yield FiguresPanel(id="figures")
-                yield MetricsPanel(id="metrics")
-                yield LedgerPanel(id="ledger")
+                yield FiguresPanel(id="figures", classes="panel")
+                yield MetricsPanel(id="metrics", classes="panel")
+                yield LedgerPanel(id="ledger", classes="panel")
                 yield Vertical(id="gpus")
         yield Input(placeholder="search the log (enter: filter, esc: clear)", id="search")
-        yield Footer()
+        yield KeysFooter(id="footer")
 
     def on_mount(self) -> None:
         self.state: dict = {"state": "stopped"}
-        self.busy = False
         self.plan: dict | None = None
         self.plan_error: str | None = None
         self.parsed: dict = {}
         self.measured_tps: float | None = None
+        self.requests_running: int | None = None
+        self.gpu_memory: tuple[float, float] | None = None  # GiB used, total over the cards
+        self.narrow = False
+        self._chat_escape_at = 0.0
         self.compute_plan()
         self.poll_server()
         self.read_metrics()
@@ -74,6 +98,66 @@ class MainScreen(Screen):
         else:
             reason = self.app.gpus.reason if self.app.gpus is not None else "NVML not used"
             self.query_one("#gpus").mount(Static(f"GPUs: {reason}", classes="dim"))
+        self._apply_width(self.size.width)
+
+    # -- layout ---------------------------------------------------------------------------------
+    def on_resize(self, event: events.Resize) -> None:
+        self._apply_width(event.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        narrow = 0 < width < NARROW_W
+        if narrow != self.narrow:
+            self.narrow = narrow
+            self.set_class(narrow, "-narrow")
+            if not narrow:
+                self.remove_class("-side-open")
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_side":
+            return self.narrow  # the strip's key, only when there is a strip
+        return True
+
+    def action_toggle_side(self) -> None:
+        self.toggle_class("-side-open")
+
+    def _show_strip(self) -> None:
+        self.query_one(FigureStrip).show(self.state.get("state", "stopped"), self.parsed, self.gpu_memory)
+
+    def _show_pending(self) -> None:
+        if self.is_mounted:
+            self._show_status()
+
+    def _show_status(self) -> None:
+        settings = self.app.settings
+        live = self.state if self.state.get("state") in LIVE else {}
+        base_url = live.get("base_url") or settings.base_url
+        name = live.get("served_model_name") or settings.served_name
+        self.query_one(StatusBar).show(self.state, base_url, name, self.parsed, self.pending_text())
+
+    # -- keys while the chat tab is shown ----------------------------------------------------------
+    def _chat_shown(self) -> bool:
+        return self.query_one(TabbedContent).active == "tab-chat"
+
+    def on_key(self, event: events.Key) -> None:
+        """In the chat tab a printable key is text: into the chat input, never a command."""
+        if not self._chat_shown() or not event.is_printable or isinstance(self.focused, Input):
+            return
+        event.stop()
+        event.prevent_default()
+        box = self.query_one(ChatPane).query_one("#chat-input", Input)
+        box.focus()
+        box.insert_text_at_cursor(event.character or "")
+
+    def on_chat_pane_escaped(self, message: ChatPane.Escaped) -> None:
+        """esc in the chat (not streaming): the first one stays; a second within 2 s goes to the log."""
+        now = time.monotonic()
+        if now - self._chat_escape_at < 2.0:
+            self._chat_escape_at = 0.0
+            self.action_chat()
+        else:
+            self._chat_escape_at = now
+            self.notify("esc again: back to the log (the letter keys are commands there)", timeout=2)
 
     @work(group="plan", exclusive=True, exit_on_error=False)
     async def compute_plan(self) -> None:
@@ -126,6 +210,7 @@ class MainScreen(Screen):
         else:
             tabs.active = "tab-chat"
             self.query_one(ChatPane).focus_input()
+            self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
 
     def _show_ledger(self) -> None:
         from backend.ledger import compare
@@ -152,9 +237,13 @@ class MainScreen(Screen):
         panels = list(box.query(GpuPanel))
         for i, sample in enumerate(message.samples):
             if i >= len(panels):
-                panels.append(GpuPanel())
+                panels.append(GpuPanel(classes="panel"))
                 box.mount(panels[-1])
             panels[i].show(sample, message.holders.get(sample.index, []))
+        used = [s.memory_used_bytes for s in message.samples if s.memory_used_bytes is not None]
+        total = [s.memory_total_bytes for s in message.samples if s.memory_total_bytes]
+        self.gpu_memory = (sum(used) / 2**30, sum(total) / 2**30) if used and total else None
+        self._show_strip()
 
     @work(group="metrics", exclusive=True, exit_on_error=False)
     async def read_metrics(self) -> None:
@@ -181,6 +270,7 @@ class MainScreen(Screen):
 
     @on(MetricsSampled)
     def show_metrics(self, message: MetricsSampled) -> None:
+        self.requests_running = (message.snapshot or {}).get("running")
         self.query_one(MetricsPanel).show(message.snapshot, message.rates, message.error)
 
     # -- the worker: blocking reads in a thread, results posted as messages ---------------------
@@ -208,100 +298,24 @@ class MainScreen(Screen):
         if poll.new_log or poll.state.get("state") == "stopped":
             self.query_one(LedgerPanel).border_subtitle = ""  # a new launch runs the saved settings
         self.state = poll.state
+        self.query_one("#log-hint").set_class(not log.all_lines and self.state.get("state") == "stopped",
+                                              "-shown")
         settings = self.app.settings
         # while a server runs, its own address and name (settings saved since apply on restart)
-        live = poll.state if poll.state.get("state") in ("starting", "ready", "backoff", "stopping") else {}
+        live = poll.state if poll.state.get("state") in LIVE else {}
         base_url = live.get("base_url") or settings.base_url
         name = live.get("served_model_name") or settings.served_name
-        self.query_one(StatusBar).show(poll.state, base_url, name)
         self.query_one(ChatPane).endpoint = (base_url, name) if live else None
         self.query_one(FiguresPanel).show(poll.parsed, poll.timeline)
         if poll.parsed != self.parsed:
             self.parsed = poll.parsed
             if self.plan:
                 self._show_ledger()
+        self._show_status()
+        self._show_strip()
         failure = poll.state.get("failure") if poll.state.get("state") in ("failed", "backoff") else None
         self.query_one(FailureBanner).show(failure or (poll.parsed.get("failure")
                                                        if poll.state.get("state") == "failed" else None))
-
-    # -- actions -----------------------------------------------------------------------------
-    def _run_action(self, action: str) -> None:
-        if self.busy:
-            self.notify("busy: wait for the last action to finish", severity="warning")
-            return
-        from tui.screens.preflight import PreflightScreen, blocking
-
-        problems = blocking(self.plan) if action in ("start", "restart") else []
-        if problems:  # a slow launch that the ledger says will fail: say so first
-            def chosen(choice: str | None) -> None:
-                if choice == "force":
-                    self._go(action)
-                elif choice == "settings":
-                    self.action_settings()
-
-            self.app.push_screen(PreflightScreen(problems), chosen)
-            return
-        self._go(action)
-
-    def _go(self, action: str) -> None:
-        self.busy = True
-        self.notify(f"{action}…")
-        self.run_action_worker(action)
-
-    @work(group="action", exclusive=True, exit_on_error=False)
-    async def run_action_worker(self, action: str) -> None:
-        """stop runs at once; start (and restart, after its stop) first looks for orphans."""
-        client = self.app.client
-        try:
-            if action == "stop":
-                self.post_message(ActionFinished(action, await asyncio.to_thread(client.stop)))
-                return
-            done = ""
-            if action == "restart":
-                done = await asyncio.to_thread(client.stop) + "; "
-            scan = await asyncio.to_thread(client.scan_orphans, self.app.settings.env, self.app.gpus)
-            self.post_message(OrphansScanned(scan, done))
-        except Exception as e:
-            self.post_message(ActionFinished(action, str(e), error=True))
-
-    @on(OrphansScanned)
-    def orphans_scanned(self, message: OrphansScanned) -> None:
-        if not message.scan.processes:
-            self.start_worker(False, message.done)
-            return
-        from tui.screens.orphans import OrphanScreen
-
-        def chosen(choice: str | None) -> None:
-            if choice is None:
-                self.post_message(ActionFinished("start", message.done + "not started (orphans left running)",
-                                                 error=True))
-            else:
-                self.start_worker(choice == "force", message.done)
-
-        self.app.push_screen(OrphanScreen(message.scan, self.app.client, self.app.gpus), chosen)
-
-    @work(group="start", exclusive=True, exit_on_error=False)
-    async def start_worker(self, allow_orphans: bool, done: str = "") -> None:
-        try:
-            text = await asyncio.to_thread(self.app.client.start, allow_orphans)
-            self.post_message(ActionFinished("start", done + text))
-        except Exception as e:
-            self.post_message(ActionFinished("start", done + str(e), error=True))
-
-    @on(ActionFinished)
-    def action_finished(self, message: ActionFinished) -> None:
-        self.busy = False
-        self.notify(f"{message.action}: {message.text}", severity="error" if message.error else "information",
-                    timeout=8)
-
-    def action_start(self) -> None:
-        self._run_action("start")
-
-    def action_stop(self) -> None:
-        self._run_action("stop")
-
-    def action_restart(self) -> None:
-        self._run_action("restart")
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
@@ -320,7 +334,16 @@ class MainScreen(Screen):
         log = self.query_one(LogPane)
         log.set_view(level=LEVELS[(LEVELS.index(log.level) + 1) % len(LEVELS)])
 
+    def action_toggle_prefix(self) -> None:
+        log = self.query_one(LogPane)
+        log.toggle_prefix()
+        self.notify("log: full vLLM prefix" if not log.compact else "log: time and process in the gutter",
+                    timeout=2)
+
     def action_clear_filters(self) -> None:
+        if self.has_class("-side-open"):
+            self.remove_class("-side-open")
+            return
         box = self.query_one("#search", Input)
         box.value, box.display = "", False
         self.query_one(LogPane).set_view(level="all", search="")
@@ -339,5 +362,5 @@ class MainScreen(Screen):
             if result != "restart" and self.state.get("state") in ("starting", "ready", "backoff"):
                 # the log column is still the running server's: say the plan is ahead of it
                 self.query_one(LedgerPanel).border_subtitle = "plan: saved settings, restart to apply"
-        if result == "restart":
-            self.action_restart()
+        if result == "restart":  # asked for in the settings dialog: no second question
+            self._run_action("restart")

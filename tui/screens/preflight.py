@@ -13,6 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from tui.palette import style
+
 
 def blocking(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The plan's problems of severity "error": the launch would fail with them."""
@@ -36,7 +38,7 @@ class PreflightScreen(ModalScreen[str | None]):
             yield Label("The memory ledger says this launch will fail:", id="question")
             text = Text()
             for p in self.problems:
-                text.append(f"{p['kind']}: ", "bold red")
+                text.append(f"{p['kind']}: ", style(self.app, "error", "bold"))
                 text.append(f"{p['message']}\n")
                 text.append(f"  fix: {p['fix']}\n", "italic")
             yield Static(text, id="problems")

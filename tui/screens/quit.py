@@ -21,9 +21,10 @@ class QuitScreen(ModalScreen[str]):
     def compose(self) -> ComposeResult:
         with Grid(id="dialog"):
             yield Label("The server is running. Leave it running after the console quits?", id="question")
-            yield Button("Keep running [k]", variant="primary", id="keep")
-            yield Button("Stop server [s]", variant="error", id="stop")
-            yield Button("Cancel [esc]", id="cancel")
+            # "k: …", not "… [k]": a label is markup, where [k] was a tag and vanished
+            yield Button("k: keep running", variant="primary", id="keep")
+            yield Button("s: stop server", variant="error", id="stop")
+            yield Button("esc: cancel", id="cancel")
 
     @on(Button.Pressed)
     def choose(self, event: Button.Pressed) -> None:

@@ -20,6 +20,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui.palette import style
 from backend.setting_rows import (Row, apply_edit, build_rows, config_target, effect, file_data,
                                   offer_restart, overrides_text, parse_text, toml_text, type_text)
 from backend.settings import SCHEMA, ConfigError
@@ -33,12 +34,12 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _prompt(row: Row) -> Text:
+def _prompt(row: Row, app=None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append("● " if row.modified else "  ", "bold yellow")
+    text.append("● " if row.modified else "  ", style(app, "warning", "bold"))
     text.append(f"{row.key:<{KEY_W}} ", "bold")
     text.append(f"{_clip(row.value_text, VALUE_W):<{VALUE_W}} ")
-    text.append(f"{row.source if row.forced else '':<6}", "magenta")
+    text.append(f"{row.source if row.forced else '':<6}", style(app, "secondary"))
     text.append(f"default {_clip(row.default_text, DEFAULT_W):<{DEFAULT_W}} ", "dim")
     text.append(row.spec.help, "italic")
     if row.choices_text:
@@ -46,7 +47,7 @@ def _prompt(row: Row) -> Text:
     return text
 
 
-def _detail(row: Row) -> Text:
+def _detail(row: Row, app=None) -> Text:
     text = Text()
     text.append(row.dotted, "bold")
     text.append(f" — {row.spec.help}\n")
@@ -58,7 +59,7 @@ def _detail(row: Row) -> Text:
     text.append(f"\ndefault {default} · {type_text(row.spec)}")
     if row.choices_text:
         text.append(f" · one of {row.choices_text}")
-    text.append(f"\nused {effect(row.section, row.key)}", "yellow" if row.restart else "dim")
+    text.append(f"\nused {effect(row.section, row.key)}", style(app, "warning") if row.restart else "dim")
     return text
 
 
@@ -113,14 +114,14 @@ class SettingsScreen(ModalScreen[str | None]):
         if not path.exists():
             head.append(" (created on the first save)", "dim")
         for line in overrides_text(settings):
-            head.append(f"\n{line}", "magenta")
+            head.append(f"\n{line}", style(self.app, "secondary"))
         self.query_one("#target", Static).update(head)
         if problem:
             self.show_message(f"cannot read the file: {problem}", "error")
         options: list[Option] = []
         for section in SCHEMA:
             options.append(Option(Text(f"[{section}]", "bold"), id=f"section:{section}", disabled=True))
-            options += [Option(_prompt(r), id=r.dotted) for r in rows if r.section == section]
+            options += [Option(_prompt(r, self.app), id=r.dotted) for r in rows if r.section == section]
         box = self.query_one(OptionList)
         old = box.highlighted
         box.set_options(options)
@@ -133,7 +134,7 @@ class SettingsScreen(ModalScreen[str | None]):
     def row_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         row = self.rows.get(event.option.id or "")
         if row is not None:
-            self.query_one("#detail", Static).update(_detail(row))
+            self.query_one("#detail", Static).update(_detail(row, self.app))
 
     @on(OptionList.OptionSelected, "#rows")
     def row_selected(self, event: OptionList.OptionSelected) -> None:

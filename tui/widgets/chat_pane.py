@@ -10,6 +10,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Input, Markdown, Static
 
 from backend.chat import ChatError, ChatResult, stream_chat
@@ -30,10 +31,13 @@ class ChatPane(Vertical):
     ChatPane #chat-input { dock: bottom; }
     """
     BINDINGS = [
-        Binding("escape", "stop_or_leave", "Stop reply / leave", id="chat-stop"),
+        Binding("escape", "stop_or_leave", "Stop reply; esc esc: back to the log", id="chat-stop"),
         Binding("ctrl+n", "new_conversation", "New chat", id="chat-new"),
         Binding("ctrl+y", "copy_reply", "Copy reply", id="chat-copy"),
     ]
+
+    class Escaped(Message):
+        """esc with no reply streaming: the screen decides (a second one leaves the chat)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -46,10 +50,13 @@ class ChatPane(Vertical):
         self._stream = None
 
     def compose(self) -> ComposeResult:
-        yield VerticalScroll(Static("Ask the served model something. enter: send · esc: stop the reply · "
-                                    "ctrl+n: new chat · ctrl+y: copy the last reply", classes="figures"),
+        yield VerticalScroll(Static("Ask the served model something. Every key here is text. enter: send · "
+                                    "esc: stop the reply · esc esc: back to the log · ctrl+n: new chat · "
+                                    "ctrl+y: copy the last reply", classes="figures"),
                              id="chat-log")
-        yield Input(placeholder="message (enter: send)", id="chat-input")
+        # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
+        # routes it there) and must not select, then replace, what was already typed
+        yield Input(placeholder="message (enter: send)", id="chat-input", select_on_focus=False)
 
     def on_mount(self) -> None:
         self.conversation.system_prompt = self.app.settings.chat["system_prompt"]
@@ -127,10 +134,12 @@ class ChatPane(Vertical):
         # bubbles on to the screen (the ledger panel shows the measured tokens/s)
 
     def action_stop_or_leave(self) -> None:
+        """Focus stays in the input either way: esc never leaves the letters to the commands."""
         if self.streaming:
             self.workers.cancel_group(self, "chat")
         else:
-            self.screen.set_focus(None)
+            self.post_message(self.Escaped())
+        self.focus_input()
 
     async def action_new_conversation(self) -> None:
         if self.streaming:

@@ -36,7 +36,7 @@ def rows(parsed: dict[str, Any]) -> list[tuple[str, str]]:
 
 class FiguresPanel(Static):
     DEFAULT_CSS = """
-    FiguresPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
+    FiguresPanel { height: auto; }
     """
 
     def on_mount(self) -> None:
@@ -45,8 +45,8 @@ class FiguresPanel(Static):
 
     def show(self, parsed: dict[str, Any], timeline: list | None = None) -> None:
         table = Table.grid(padding=(0, 1))
-        table.add_column(style="bold")
-        table.add_column()
+        table.add_column(style="bold", overflow="fold")
+        table.add_column(overflow="fold")  # wrapped, never cut with an ellipsis
         for name, value in rows(parsed):
             table.add_row(name, value)
         for phase, _start, seconds in timeline or []:

@@ -9,6 +9,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from tui.palette import style
+
 
 def _fmt(v: Any) -> str:
     if v is None:
@@ -18,10 +20,17 @@ def _fmt(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+# the ledger's row names, shortened so that a 40-column side panel keeps every number whole
+SHORT = {"weights GiB per GPU": "weights GiB/GPU", "KV cache GiB per GPU": "KV GiB/GPU",
+         "KV cache tokens": "KV tokens", "max concurrency": "max conc."}
+
+
 class LedgerPanel(Static):
     DEFAULT_CSS = """
-    LedgerPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
+    LedgerPanel { height: auto; }
     """
+
+    last_cells: list[str] = []  # the plan and log figures shown, as text (tests: none is cut)
 
     def on_mount(self) -> None:
         self.border_title = "memory ledger: plan vs log"
@@ -30,26 +39,31 @@ class LedgerPanel(Static):
     def show(self, plan: dict[str, Any] | None, rows: list[dict[str, Any]], measured_tps: float | None,
              error: str | None = None) -> None:
         if plan is None:
-            self.update(Text(error or "no plan", "yellow"))
+            self.update(Text(error or "no plan", style(self.app, "warning")))
             return
+        # numbers are never cut: their columns do not wrap (Rich only narrows wrapping columns),
+        # the labels wrap instead
         table = Table.grid(padding=(0, 1))
-        for _ in range(4):
-            table.add_column()
+        table.add_column(overflow="fold", ratio=1)
+        for _ in range(3):
+            table.add_column(no_wrap=True, justify="right")
+        warn = style(self.app, "warning", "bold")
         table.add_row(Text("", "bold"), Text("plan", "bold"), Text("log", "bold"), Text("Δ", "bold"))
         for r in rows:
             diff = "" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
-            table.add_row(r["name"], _fmt(r["predicted"]), _fmt(r["actual"]),
-                          Text(diff + (" ⚠" if r["off"] else ""), "bold yellow" if r["off"] else "dim"))
+            table.add_row(SHORT.get(r["name"], r["name"]), _fmt(r["predicted"]), _fmt(r["actual"]),
+                          Text(diff + ("⚠" if r["off"] else ""), warn if r["off"] else "dim"))
         kv = plan.get("kv_bytes_per_token")
         per_gpu = plan.get("kv_bytes_per_token_per_gpu")
-        table.add_row("KV / token", f"{kv:,} B" if kv else "—",
-                      f"{per_gpu:,} B/GPU" if per_gpu else "", "")
+        table.add_row("KV B/token", f"{kv:,}" if kv else "—", f"{per_gpu:,}/GPU" if per_gpu else "", "")
+        self.last_cells = [c for r in rows for c in (_fmt(r["predicted"]), _fmt(r["actual"]))]
+        self.last_cells += [f"{kv:,}"] if kv else []
         ceiling = plan.get("decode_tokens_per_s_ceiling")
         table.add_row("decode tok/s", f"≤ {ceiling:.0f}" if ceiling else "—", _fmt(measured_tps), "batch 1")
         problems = plan.get("problems") or []
         out = Table.grid()
         out.add_row(table)
         for p in problems:
-            style = "red" if p.get("severity") == "error" else "yellow"
-            out.add_row(Text(f"{p['kind']}: {p['message']}\n  fix: {p['fix']}", style))
+            colour = style(self.app, "error" if p.get("severity") == "error" else "warning")
+            out.add_row(Text(f"{p['kind']}: {p['message']}\n  fix: {p['fix']}", colour))
         self.update(out)

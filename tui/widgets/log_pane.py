@@ -15,18 +15,60 @@ _POLL_NOISE = re.compile(r'"GET /(health|metrics|v1/models) HTTP/1\.[01]" 200')
 
 
 class VllmHighlighter(Highlighter):
-    """Colours by regex with explicit styles (no theme lookups)."""
+    """Colours by regex; each rule names a theme variable, resolved by the pane (`use_theme`)."""
 
     RULES = [
-        (re.compile(r"\b(ERROR|CRITICAL)\b.*|Traceback.*|^\S*(Error|Exception)\b.*"), "bold red"),
-        (re.compile(r"\bWARNING\b"), "yellow"),
-        (re.compile(r"^\((APIServer|EngineCore\w*|Worker\w*|VllmWorker[\w -]*)[^)]*\)"), "cyan"),
-        (re.compile(r"\b\d[\d,]*(\.\d+)?\s*(GiB|GB|tokens|seconds|x)\b"), "bold"),
+        (re.compile(r"\b(ERROR|CRITICAL)\b.*|Traceback.*|^\S*(Error|Exception)\b.*"), "error", "bold"),
+        (re.compile(r"\bWARNING\b"), "warning", ""),
+        (re.compile(r"^\((APIServer|EngineCore\w*|Worker\w*|VllmWorker[\w -]*)[^)]*\)"), "secondary", ""),
+        (re.compile(r"\b\d[\d,]*(\.\d+)?\s*(GiB|GB|tokens|seconds|x)\b"), "", "bold"),
     ]
+    styles: dict[str, str] = {}  # theme variable -> Rich colour
+
+    prefix_width = 0  # compact lines: this many leading columns are the dim gutter
 
     def highlight(self, text: Text) -> None:
-        for pattern, style in self.RULES:
-            text.highlight_regex(pattern, style)
+        for pattern, colour, extra in self.RULES:
+            style = " ".join(p for p in (extra, self.styles.get(colour, "")) if p)
+            if style:
+                text.highlight_regex(pattern, style)
+        if self.prefix_width and len(text) > self.prefix_width and text.plain[2:3] == ":":
+            text.stylize("dim", 0, self.prefix_width)
+
+
+# `(APIServer pid=12204) INFO 12-01 07:41:05 [file.py:123] message`: at 80 columns only this prefix
+# fitted. Compact lines keep the time and a short process name in a dim 13-column gutter, and the
+# level only when it is not INFO/DEBUG.
+_PREFIX = re.compile(r"^(?:\((?P<proc>[A-Za-z_]+)(?:[-_ ]?(?P<rank>\w+))?\s+pid=\d+\)\s+)?"
+                     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+(?P<time>\d\d:\d\d:\d\d)"
+                     r"(?:\.\d+)?\s+\[[^\]]*\]\s?")
+_UVICORN = re.compile(r"^(?:\((?P<proc>[A-Za-z_]+)[^)]*\)\s+)?INFO:\s+")
+PREFIX_W = 13
+_SHORT = {"APIServer": "API", "EngineCore": "Eng", "Worker": "Wkr", "VllmWorker": "Wkr"}
+
+
+def _short(proc: str | None) -> str:
+    if not proc:
+        return ""
+    for name, short in _SHORT.items():
+        if proc.startswith(name):
+            return short
+    return proc[:3]
+
+
+def compact(line: str) -> str:
+    """The line with its vLLM prefix folded into the gutter: `07:41:05 API message`."""
+    m = _PREFIX.match(line)
+    if m:
+        level = m.group("level")
+        rest = line[m.end():]
+        if level not in ("INFO", "DEBUG"):
+            rest = f"{level} {rest}"
+        return f"{m.group('time')} {_short(m.group('proc')):<4}"[:PREFIX_W].ljust(PREFIX_W) + rest
+    m = _UVICORN.match(line)
+    if m:
+        return f"{'':8} {_short(m.group('proc')):<4}".ljust(PREFIX_W) + line[m.end():]
+    return line
 
 
 def is_noise(line: str) -> bool:
@@ -49,7 +91,7 @@ def keep_line(line: str, level: str, search: str) -> bool:
 
 class LogPane(Log):
     DEFAULT_CSS = """
-    LogPane { border: round $primary-darken-2; }
+    LogPane { height: 1fr; }
     """
 
     def __init__(self, max_lines: int = 20000, **kwargs) -> None:
@@ -60,6 +102,26 @@ class LogPane(Log):
         self.all_lines: deque[str] = deque(maxlen=max_lines)
         self.level = "all"
         self.search = ""
+        self.compact = True  # `p` toggles the full vLLM prefix
+        self.highlighter.prefix_width = PREFIX_W
+
+    def on_mount(self) -> None:
+        self.use_theme()
+        self.watch(self.app, "theme", lambda _theme: self.call_after_refresh(self.use_theme), init=False)
+
+    def use_theme(self) -> None:
+        from tui.palette import colour
+
+        self.highlighter.styles = {name: colour(self.app, name) for name in ("error", "warning", "secondary")}
+        self.set_view()
+
+    def _shown(self, lines) -> list[str]:
+        return [compact(ln) for ln in lines] if self.compact else list(lines)
+
+    def toggle_prefix(self) -> None:
+        self.compact = not self.compact
+        self.highlighter.prefix_width = PREFIX_W if self.compact else 0
+        self.set_view()
 
     def append_lines(self, lines: list[str]) -> None:
         keep = [ln for ln in lines if not is_noise(ln)]
@@ -67,7 +129,7 @@ class LogPane(Log):
         self.all_lines.extend(keep)
         shown = [ln for ln in keep if keep_line(ln, self.level, self.search)]
         if shown:
-            self.write_lines(shown)
+            self.write_lines(self._shown(shown))
 
     def reset(self) -> None:
         self.all_lines.clear()
@@ -78,7 +140,7 @@ class LogPane(Log):
         self.level = level if level is not None else self.level
         self.search = search if search is not None else self.search
         self.clear()
-        self.write_lines([ln for ln in self.all_lines if keep_line(ln, self.level, self.search)])
+        self.write_lines(self._shown(ln for ln in self.all_lines if keep_line(ln, self.level, self.search)))
         filters = [f"level ≥ {self.level}"] if self.level != "all" else []
         filters += [f"search {self.search!r}"] if self.search else []
         self.border_title = escape("vLLM log" + "".join(f" · {f}" for f in filters))

@@ -9,6 +9,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from tui.palette import style
+
 
 def _n(v: Any, fmt: str = ",.0f", unit: str = "") -> str:
     return "—" if v is None else format(v, fmt) + unit
@@ -32,7 +34,7 @@ def rows(snap: dict[str, Any], rate: dict[str, Any]) -> list[tuple[str, str]]:
 
 class MetricsPanel(Static):
     DEFAULT_CSS = """
-    MetricsPanel { border: round $primary-darken-2; padding: 0 1; height: auto; }
+    MetricsPanel { height: auto; }
     """
 
     last_rows: list[tuple[str, str]] = []  # what is shown, for tests and copy
@@ -44,15 +46,15 @@ class MetricsPanel(Static):
     def show(self, snap: dict[str, Any] | None, rate: dict[str, Any], error: str | None = None) -> None:
         if snap is None:
             self.last_rows = []
-            self.update(Text(error or "shown once the server is READY", "yellow" if error else "dim"))
+            self.update(Text(error or "shown once the server is READY", style(self.app, "warning") if error else "dim"))
             return
         self.last_rows = rows(snap, rate)
         table = Table.grid(padding=(0, 1))
-        table.add_column(style="bold")
-        table.add_column()
+        table.add_column(style="bold", overflow="fold")
+        table.add_column(overflow="fold")
         for name, value in self.last_rows:
             table.add_row(name, value)
         if (snap.get("kv_cache_usage") or 0) > 0.9 or (snap.get("waiting") or 0) > 0:
             table.add_row("", Text("queueing: the KV cache is the limit (see the ledger's concurrency)",
-                                   "yellow"))
+                                   style(self.app, "warning")))
         self.update(table)

@@ -1,4 +1,6 @@
-"""StatusBar: server state, endpoint, model, uptime, restarts — the line people glance at."""
+"""StatusBar: server state, endpoint, model, uptime, restarts — the line people glance at — and
+what is under way: a start's phase, elapsed and expected time, a stop's countdown to SIGKILL, a
+restart waiting for the old server to exit."""
 
 from __future__ import annotations
 
@@ -7,10 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-STATE_STYLE = {
-    "ready": "bold green", "starting": "bold yellow", "stopping": "bold yellow",
-    "stopped": "dim", "failed": "bold red", "backoff": "bold magenta",
-}
+from tui.palette import STATE_COLOUR, style
 
 
 def _uptime(seconds: float | None) -> str:
@@ -20,23 +19,48 @@ def _uptime(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def progress_text(state: dict[str, Any], parsed: dict[str, Any]) -> str:
+    """While starting: phase · elapsed / expected (the last start of the same settings);
+    while stopping: the countdown to SIGKILL."""
+    name = state.get("state")
+    if name == "starting":
+        up = state.get("uptime_s")
+        out = f"phase {parsed.get('phase') or 'starting'}"
+        if up is not None:
+            out += f" · {_uptime(up)}"
+            expected = state.get("expected_ready_s")
+            out += f" of ~{_uptime(expected)} (last start)" if expected else " (first start of these settings)"
+        return out
+    if name == "stopping":
+        left = state.get("sigkill_in_s")
+        return "SIGTERM sent" + (f" · SIGKILL in {left:.0f} s" if left is not None else "")
+    return ""
+
+
 class StatusBar(Static):
     DEFAULT_CSS = """
-    StatusBar { height: 1; padding: 0 1; background: $panel; }
+    StatusBar { height: auto; max-height: 2; padding: 0 1; background: $panel; }
     """
 
     last_text = ""
 
-    def show(self, state: dict[str, Any], endpoint: str, model: str) -> None:
+    def show(self, state: dict[str, Any], endpoint: str, model: str, parsed: dict[str, Any] | None = None,
+             pending: str = "") -> None:
         name = state.get("state") or "stopped"
         text = Text()
-        text.append(f"● {name.upper()}", STATE_STYLE.get(name, ""))
+        colour = STATE_COLOUR.get(name, "")
+        text.append(f"● {name.upper()}", style(self.app, colour, "bold") if colour else "dim")
+        progress = progress_text(state, parsed or {})
+        if progress:
+            text.append(f"  {progress}", style(self.app, colour))
+        if pending:
+            text.append(f"  {pending}", style(self.app, "accent", "bold"))
         text.append(f"  {model}  {endpoint}")
-        if state.get("uptime_s") is not None and name in ("ready", "starting"):
+        if state.get("uptime_s") is not None and name == "ready":
             text.append(f"  up {_uptime(state['uptime_s'])}")
         if state.get("restarts"):
-            text.append(f"  restarts {state['restarts']}", "magenta")
-        if state.get("detail") and name != "ready":
+            text.append(f"  restarts {state['restarts']}", style(self.app, "secondary"))
+        if state.get("detail") and name not in ("ready", "stopping"):
             text.append(f"  — {state['detail']}", "dim")
         self.last_text = text.plain
         self.update(text)

@@ -1,0 +1,35 @@
+"""ConfirmScreen: one key to confirm a destructive action (stop, restart) on a running server."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Dismisses with True on `y` (or enter), False on `n`, `esc` or any other key."""
+
+    CSS_PATH = "confirm.tcss"
+    BINDINGS = [Binding("y,enter", "dismiss(True)", "Yes", id="confirm-yes"),
+                Binding("n,escape", "dismiss(False)", "No", id="confirm-no")]
+
+    def __init__(self, question: str, detail: str = "") -> None:
+        super().__init__()
+        self.question, self.detail = question, detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.question, id="question", markup=False)
+            if self.detail:
+                yield Label(self.detail, id="detail", markup=False)
+            yield Label("y: yes   any other key: no", id="keys")
+
+    def on_key(self, event) -> None:
+        """A one-key question: whatever is not `y`/enter means no, and never reaches the screen below."""
+        if event.key not in ("y", "enter"):
+            event.stop()
+            event.prevent_default()
+            self.dismiss(False)

@@ -1,0 +1,175 @@
+"""The main screen's start / stop / restart: confirmation, feedback while they run, one queued key.
+
+A mixin of MainScreen (kept apart so each module stays small). Blocking calls run in threads;
+results come back as messages (tui.messages) and only the handlers touch widgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from textual import work
+
+from tui.messages import ActionFinished, OrphansScanned
+
+# what is under way, in words, for the status line (with the seconds since it began)
+PENDING = {
+    "stop": "stopping: waiting for the server to exit…",
+    "restart": "restarting: waiting for the old server to exit…",
+    "scan": "starting: looking for processes that hold the GPUs…",
+    "start": "starting: launching the supervisor…",
+}
+
+
+def needs_confirm(policy: str, state: str) -> bool:
+    """console.confirm: "running" asks when the server is READY (serving, or able to serve,
+    requests); "always" whenever there is a server to stop; "never" never."""
+    if policy == "never":
+        return False
+    if policy == "always":
+        return state in ("starting", "ready", "backoff", "stopping")
+    return state == "ready"
+
+
+class ServerActions:
+    """Expects: self.app (QwenApp), self.state (the last poll's state dict), self.plan."""
+
+    busy = False
+    busy_action: str | None = None
+    busy_phase: str | None = None
+    busy_since: float = 0.0
+    queued: str | None = None
+
+    def pending_text(self) -> str:
+        if not self.busy or not self.busy_phase:
+            return ""
+        text = PENDING.get(self.busy_phase, f"{self.busy_phase}…")
+        text += f" {time.monotonic() - self.busy_since:.0f} s"
+        if self.queued:
+            text += f" · then {self.queued}"
+        return text
+
+    def _set_phase(self, phase: str | None) -> None:
+        self.busy_phase = phase
+        self.busy_since = time.monotonic()
+        self._show_pending()
+
+    def _show_pending(self) -> None:  # MainScreen redraws the status line
+        pass
+
+    # -- keys ----------------------------------------------------------------------------------
+    def action_start(self) -> None:
+        self._request("start")
+
+    def action_stop(self) -> None:
+        self._request("stop")
+
+    def action_restart(self) -> None:
+        self._request("restart")
+
+    def _request(self, action: str) -> None:
+        if self.busy:
+            if action == "start" and self.busy_action == "stop" and self.queued is None:
+                self.queued = "start"  # x then s: the start follows the stop, not a refusal
+                self.notify("start queued: it follows the stop")
+                self._show_pending()
+            else:
+                self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
+            return
+        state = self.state.get("state", "stopped")
+        policy = str(self.app.settings.console.get("confirm", "running"))
+        if action != "start" and needs_confirm(policy, state):
+            from tui.screens.confirm import ConfirmScreen
+
+            running = getattr(self, "requests_running", None)
+            detail = (f"It is {state.upper()}" + (f", {running} requests running" if running else "")
+                      + f". (console.confirm = \"{policy}\"; \"never\" stops asking)")
+            question = "Stop the server?" if action == "stop" else "Restart the server?"
+
+            def chosen(yes: bool | None) -> None:
+                if yes:
+                    self._run_action(action)
+                else:
+                    self.notify(f"{action}: cancelled")
+
+            self.app.push_screen(ConfirmScreen(question, detail), chosen)
+            return
+        self._run_action(action)
+
+    def _run_action(self, action: str) -> None:
+        if self.busy:
+            self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
+            return
+        from tui.screens.preflight import PreflightScreen, blocking
+
+        problems = blocking(self.plan) if action in ("start", "restart") else []
+        if problems:  # a slow launch that the ledger says will fail: say so first
+            def chosen(choice: str | None) -> None:
+                if choice == "force":
+                    self._go(action)
+                elif choice == "settings":
+                    self.action_settings()
+
+            self.app.push_screen(PreflightScreen(problems), chosen)
+            return
+        self._go(action)
+
+    def _go(self, action: str) -> None:
+        self.busy, self.busy_action = True, action
+        self._set_phase("scan" if action == "start" else action)
+        self.notify(f"{action}…", timeout=2)
+        self.run_action_worker(action)
+
+    @work(group="action", exclusive=True, exit_on_error=False)
+    async def run_action_worker(self, action: str) -> None:
+        """stop runs at once; start (and restart, after its stop) first looks for orphans."""
+        client = self.app.client
+        try:
+            if action == "stop":
+                self.post_message(ActionFinished(action, await asyncio.to_thread(client.stop)))
+                return
+            done = ""
+            if action == "restart":
+                done = await asyncio.to_thread(client.stop) + "; "
+            scan = await asyncio.to_thread(client.scan_orphans, self.app.settings.env, self.app.gpus)
+            self.post_message(OrphansScanned(scan, done))
+        except Exception as e:
+            self.post_message(ActionFinished(action, str(e), error=True))
+
+    # handlers by name (on_…): a mixin's @on handlers are not collected by Textual's metaclass
+    def on_orphans_scanned(self, message: OrphansScanned) -> None:
+        if not message.scan.processes:
+            self._set_phase("start")
+            self.start_worker(False, message.done)
+            return
+        from tui.screens.orphans import OrphanScreen
+
+        self._set_phase(None)
+
+        def chosen(choice: str | None) -> None:
+            if choice is None:
+                self.post_message(ActionFinished("start", message.done + "not started (orphans left running)",
+                                                 error=True))
+            else:
+                self._set_phase("start")
+                self.start_worker(choice == "force", message.done)
+
+        self.app.push_screen(OrphanScreen(message.scan, self.app.client, self.app.gpus), chosen)
+
+    @work(group="start", exclusive=True, exit_on_error=False)
+    async def start_worker(self, allow_orphans: bool, done: str = "") -> None:
+        try:
+            text = await asyncio.to_thread(self.app.client.start, allow_orphans)
+            self.post_message(ActionFinished("start", done + text))
+        except Exception as e:
+            self.post_message(ActionFinished("start", done + str(e), error=True))
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        self.busy, self.busy_action = False, None
+        self._set_phase(None)
+        self.notify(f"{message.action}: {message.text}", severity="error" if message.error else "information",
+                    timeout=8)
+        queued, self.queued = self.queued, None
+        if queued and not message.error:
+            self._run_action(queued)
