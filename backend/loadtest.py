@@ -260,10 +260,17 @@ def burst_notes(rep: dict[str, Any]) -> list[str]:
 
 
 # -- the requests ----------------------------------------------------------------------------------
-def prompt_text(index: int | str, words: int) -> str:
-    """The fixed prompt; the request's own number first, so no two share a cached prefix."""
+def prompt_text(index: int | str, words: int, run: str = "") -> str:
+    """The fixed prompt; the run's tag and the request's own number first, so no two requests share
+    a cached prefix, in this run or an earlier one (a repeated run would otherwise skip prefill)."""
     body = " ".join(_WORDS[k % len(_WORDS)] for k in range(words))
-    return f"Request {index}. {body}".rstrip()
+    return f"Request {run}{index}. {body}".rstrip()
+
+
+def run_tag() -> str:
+    import secrets
+
+    return secrets.token_hex(3) + "-"
 
 
 NO_TOKEN_FIX = ("the server took the request but streamed no token: see the server log (a tokenizer "
@@ -274,11 +281,11 @@ REQUEST_EXTRA = {"ignore_eos": True, "stream_options": {"include_usage": True}}
 
 
 def make_request_fn(client: httpx.AsyncClient, base_url: str, model: str, api_key: str | None,
-                    words: int, max_tokens: int) -> RequestFn:
+                    words: int, max_tokens: int, run: str = "") -> RequestFn:
     async def one(index: int | str) -> RequestResult:
         res, out = ChatResult(), RequestResult(index if isinstance(index, int) else -1)
         try:
-            async for _ in stream_chat(base_url, model, [{"role": "user", "content": prompt_text(index, words)}],
+            async for _ in stream_chat(base_url, model, [{"role": "user", "content": prompt_text(index, words, run)}],
                                        max_tokens=max_tokens, temperature=0.0, api_key=api_key, result=res,
                                        extra=REQUEST_EXTRA, client=client):
                 pass
@@ -331,7 +338,7 @@ async def _get_json(client: httpx.AsyncClient, method: str, base_url: str, path:
 
 
 async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers: dict,
-                  cfg: BenchConfig, fallback_max_model_len: int | None) -> Prepared:
+                  cfg: BenchConfig, fallback_max_model_len: int | None, run: str = "") -> Prepared:
     """Is a server there, how long may a sequence be, how many words make about P prompt tokens."""
     models = await _get_json(client, "GET", base_url, "/v1/models", headers, model)
     cards = [m for m in ((models.get("data") if isinstance(models, dict) else None) or []) if isinstance(m, dict)]
@@ -342,7 +349,7 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
     async def count(n_words: int) -> int:
         data = await _get_json(client, "POST", base_url, "/tokenize", headers, model,
                                json={"model": model, "add_generation_prompt": True,
-                                     "messages": [{"role": "user", "content": prompt_text(cfg.requests, n_words)}]})
+                                     "messages": [{"role": "user", "content": prompt_text(cfg.requests, n_words, run)}]})
         return int(data["count"])
 
     try:
@@ -385,8 +392,9 @@ async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | N
     timeout = httpx.Timeout(connect=5.0, read=READ_TIMEOUT_S, write=30.0, pool=30.0)
     async with async_client(api_key=api_key, timeout=timeout, limits=limits, transport=transport) as client:
         try:
-            prep = await prepare(client, base_url, model, headers, cfg, predicted.get("max_model_len"))
-            one = make_request_fn(client, base_url, model, api_key, prep.words, prep.max_tokens)
+            run = run_tag()
+            prep = await prepare(client, base_url, model, headers, cfg, predicted.get("max_model_len"), run)
+            one = make_request_fn(client, base_url, model, api_key, prep.words, prep.max_tokens, run)
             if cfg.warmup:
                 warm = await one("warm-up")
                 if not warm.ok:

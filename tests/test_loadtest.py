@@ -164,6 +164,25 @@ def test_each_prompt_starts_with_its_own_number():
     assert prompt_text(4, 5)[:10] != prompt_text(3, 5)[:10]
 
 
+def test_two_runs_never_send_the_same_prompt():
+    """A repeated run sent the same prompts: the prefix cache skipped their prefill and TTFT read low."""
+    from backend.loadtest import run_tag
+
+    a, b = run_tag(), run_tag()
+    assert a != b and prompt_text(3, 5, a)[:16] != prompt_text(3, 5, b)[:16]
+
+
+async def test_the_prompts_of_two_bench_runs_differ(qhome, repo_config):
+    s = load(config=str(repo_config))
+    fakes = [FakeServer(), FakeServer()]
+    for fake in fakes:
+        await run_bench(s, BenchConfig(requests=2, concurrency=1, max_tokens=2, prompt_tokens=30, warmup=False),
+                        transport=httpx.MockTransport(fake))
+    first = [b["messages"][0]["content"] for b in fakes[0].bodies]
+    second = [b["messages"][0]["content"] for b in fakes[1].bodies]
+    assert not set(first) & set(second)
+
+
 # -- arguments and a real refused connection ------------------------------------------------------
 def free_port():
     with socket.socket() as s:

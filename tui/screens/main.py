@@ -90,8 +90,11 @@ class MainScreen(Screen):
 
     @on(ChatFinished)
     def chat_finished(self, message: ChatFinished) -> None:
-        tps = message.result.tokens_per_s if message.result is not None else None
-        if tps:  # the measured decode rate, beside the ledger's batch-1 ceiling
+        from backend.conversation import measured_decode_rate
+
+        # the measured decode rate beside the ledger's batch-1 ceiling; never a burst or an impossible rate
+        tps = measured_decode_rate(message.result, (self.plan or {}).get("decode_tokens_per_s_ceiling"))
+        if tps:
             self.measured_tps = tps
             if self.plan:
                 self._show_ledger()

@@ -1,5 +1,7 @@
-"""ChatPane: a conversation with the local server, streamed into Markdown, with the figures people
-watch (time to first token, tokens/s beside the batch-1 ceiling) under each reply."""
+"""ChatPane: a conversation with the local server, streamed as Markdown (tui/widgets/reply.py keeps
+the keyboard responsive while it streams), with the figures people watch (time to first token,
+tokens/s beside the batch-1 ceiling, or "burst") under each reply. One HTTP client serves every
+request of the pane."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Input, Markdown, Static
+from textual.widgets import Input, Static
 
-from backend.chat import ChatError, ChatResult, stream_chat
+from backend.chat import ChatError, ChatResult, new_client, stream_chat
 from backend.conversation import Conversation, figures_line
 from tui.messages import ChatDelta, ChatFinished
+from tui.widgets.reply import ReplyView
 
-COALESCE_S = 0.05  # join deltas for 50 ms: Markdown keeps up to ~20 appends/s
+COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
 
 
 class ChatPane(Vertical):
@@ -42,8 +45,9 @@ class ChatPane(Vertical):
         self.streaming = False
         # (base_url, model) of the running server, set by the screen from each poll; None: settings
         self.endpoint: tuple[str, str] | None = None
-        self._reply: Markdown | None = None
-        self._stream = None
+        self._reply: ReplyView | None = None
+        self.transport = None  # an httpx transport for the pane's client (benchmarks, tests); None: network
+        self._http = None  # the pane's one HTTP client, made on first use
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(Static("Ask the served model something. enter: send · esc: stop the reply · "
@@ -67,10 +71,9 @@ class ChatPane(Vertical):
             return
         event.input.value = ""
         log = self.query_one("#chat-log", VerticalScroll)
-        self._reply = Markdown(classes="reply")
+        self._reply = ReplyView(classes="reply")
         await log.mount_all([Static(f"› {text}", classes="user", markup=False), self._reply])
         log.anchor()
-        self._stream = Markdown.get_stream(self._reply)
         self.streaming = True
         self.ask(text)
 
@@ -83,11 +86,13 @@ class ChatPane(Vertical):
         last = time.monotonic()
         try:
             base_url, model = self.endpoint or (settings.base_url, settings.served_name)
+            if self._http is None:  # one client (and connection) for the pane's life
+                self._http = new_client(settings.server.get("api_key"), self.transport)
             async for delta in stream_chat(base_url, model,
                                            self.conversation.messages(text),
                                            max_tokens=int(settings.chat["max_tokens"]),
                                            temperature=float(settings.chat["temperature"]),
-                                           api_key=settings.server.get("api_key"), result=result):
+                                           result=result, client=self._http):
                 pending.append(delta.text)
                 if time.monotonic() - last >= COALESCE_S:
                     self.post_message(ChatDelta("".join(pending)))
@@ -109,14 +114,13 @@ class ChatPane(Vertical):
     @on(ChatDelta)
     async def delta(self, message: ChatDelta) -> None:
         message.stop()
-        if self._stream is not None:
-            await self._stream.write(message.text)
+        if self._reply is not None:
+            self._reply.append(message.text)
 
     @on(ChatFinished)
     async def finished(self, message: ChatFinished) -> None:
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        if self._reply is not None:
+            await self._reply.finish()
         self.streaming = False
         log = self.query_one("#chat-log", VerticalScroll)
         if message.error:
@@ -125,6 +129,10 @@ class ChatPane(Vertical):
         else:
             await log.mount(Static(message.line, classes="figures", markup=False))
         # bubbles on to the screen (the ledger panel shows the measured tokens/s)
+
+    async def on_unmount(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
 
     def action_stop_or_leave(self) -> None:
         if self.streaming:
