@@ -5,7 +5,7 @@
 A FAKE server (a thread on loopback, NOT vLLM) streams a scripted Markdown reply (headings, lists,
 code blocks, tables) as SSE chunks of one token each at a fixed rate. The real console (make_app,
 MainScreen, ChatPane, its HTTP client and stream parser) runs headless at 120x40 and asks for it. A
-second thread presses keys into the chat input every 20 ms the way Textual's terminal driver does
+second thread presses keys into the chat input every 50 ms (20 keys/s) the way Textual's terminal driver does
 (App.post_message from its input thread), and a task in the event loop measures how late a 5 ms
 sleep wakes up.
 
@@ -107,7 +107,7 @@ def percentile(xs: list[float], q: float) -> float | None:
     return p(xs, q)
 
 
-async def measure(rate: float, n_tokens: int) -> dict:
+async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dict:
     from textual import events
     from textual.widgets import Input
 
@@ -145,8 +145,7 @@ async def measure(rate: float, n_tokens: int) -> dict:
                 key_lat.append(time.perf_counter() - key_sent[len(typed) - 1])
 
         box.watch(box, "value", lambda value: changed(Input.Changed(box, value)), init=False)  # as it changes
-        await pilot.press(*"question", "enter")
-        assert pane.streaming
+        await pilot.press(*"question")
         loop_done = asyncio.Event()
 
         async def ticker() -> None:
@@ -165,10 +164,12 @@ async def measure(rate: float, n_tokens: int) -> dict:
                 key_sent.append(time.perf_counter())
                 app.post_message(events.Key(ch, ch))
                 k += 1
-                time.sleep(0.02)
+                time.sleep(key_interval)
 
         tick = asyncio.create_task(ticker())
         t0 = time.perf_counter()
+        await pilot.press("enter")  # the stream starts now
+        assert pane.streaming or pane.conversation.last_reply(), "the question was not sent"
         kt = threading.Thread(target=keys, daemon=True)
         kt.start()
         while pane.streaming:
@@ -187,7 +188,7 @@ async def measure(rate: float, n_tokens: int) -> dict:
     server.shutdown()
     lateness = [x for _, x in lags]
     stalls = sum(x for x in lateness if x > 0.010)
-    return {"rate_tok_s": rate, "tokens": len(pieces), "stream_s": round(stream_s, 2),
+    return {"rate_tok_s": rate, "key_interval_s": key_interval, "tokens": len(pieces), "stream_s": round(stream_s, 2),
             "loop_lag_ms_p99": _ms(percentile(lateness, 99)), "loop_lag_ms_max": _ms(max(lateness, default=None)),
             "key_latency_ms_p50": _ms(percentile(key_lat, 50)), "key_latency_ms_p99": _ms(percentile(key_lat, 99)),
             "keys_sent": len(key_sent), "keys_landed": len(key_lat),
@@ -204,9 +205,20 @@ def main() -> int:
     p.add_argument("--rate", type=float, action="append", help="tokens/s (repeatable; default 200 and 1000)")
     p.add_argument("--tokens", type=int, default=4000)
     p.add_argument("--json", action="store_true", help="print one JSON object per rate")
+    p.add_argument("--key-interval", type=float, default=0.05,
+                   help="seconds between keys (default 0.05: 20 keys/s, twice a fast typist)")
+    p.add_argument("--profile", action="store_true", help="print a cProfile of each run to stderr")
     a = p.parse_args()
     for rate in a.rate or [200.0, 1000.0]:
-        r = asyncio.run(measure(rate, a.tokens))
+        if a.profile:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            r = prof.runcall(asyncio.run, measure(rate, a.tokens, a.key_interval))
+            pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+        else:
+            r = asyncio.run(measure(rate, a.tokens, a.key_interval))
         if a.json:
             print(json.dumps(r))
         else:

@@ -26,6 +26,7 @@ class StatusBar(Static):
     """
 
     last_text = ""
+    _shown: Text | None = None
 
     def show(self, state: dict[str, Any], endpoint: str, model: str) -> None:
         name = state.get("state") or "stopped"
@@ -38,5 +39,8 @@ class StatusBar(Static):
             text.append(f"  restarts {state['restarts']}", "magenta")
         if state.get("detail") and name != "ready":
             text.append(f"  — {state['detail']}", "dim")
+        if text == self._shown:  # nothing changed: no redraw (the poll runs 5 times a second)
+            return
+        self._shown = text
         self.last_text = text.plain
         self.update(text)
