@@ -6,8 +6,10 @@ Plain data; the console's ChatPane renders it and backend.chat streams each repl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from backend.chat import ChatResult
+if TYPE_CHECKING:  # the console's first frame does not need httpx: backend.chat is imported on first use
+    from backend.chat import ChatResult
 
 
 @dataclass

@@ -164,7 +164,7 @@ class MainScreen(Screen):
         """While the server is ready: its /metrics every console.metrics_interval_s, with rates."""
         from backend import metrics
 
-        prev = None
+        prev, reader = None, metrics.MetricsReader(self.app.settings.server.get("api_key"))  # one client
         while True:
             interval = float(self.app.settings.console["metrics_interval_s"])
             state = self.state
@@ -175,7 +175,7 @@ class MainScreen(Screen):
             else:
                 base_url = state.get("base_url") or self.app.settings.base_url
                 try:
-                    snap = await asyncio.to_thread(metrics.fetch, base_url)
+                    snap = await asyncio.to_thread(reader.fetch, base_url)
                     self.post_message(MetricsSampled(snap.to_dict(), metrics.rates(prev, snap)))
                     prev = snap
                 except metrics.MetricsError as e:

@@ -14,7 +14,6 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from backend.chat import ChatError, ChatResult, new_client, stream_chat
 from backend.conversation import Conversation, figures_line
 from tui.messages import ChatDelta, ChatFinished
 from tui.widgets.reply import ReplyView
@@ -80,6 +79,8 @@ class ChatPane(Vertical):
     @work(group="chat", exclusive=True, exit_on_error=False)
     async def ask(self, text: str) -> None:
         """Stream one reply; post deltas and the end. Never touches widgets."""
+        from backend.chat import ChatError, ChatResult, new_client, stream_chat  # httpx: not before the first chat
+
         settings = self.app.settings
         result = ChatResult()
         pending: list[str] = []

@@ -43,4 +43,4 @@ class StatusBar(Static):
             return
         self._shown = text
         self.last_text = text.plain
-        self.update(text)
+        self.update(text, layout=False)  # one line, always: a repaint, never a layout of the screen
