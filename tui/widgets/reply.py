@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 import time
 
-from rich.markdown import Markdown as RichMarkdown
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static
@@ -51,6 +50,12 @@ def settled_length(text: str, min_chars: int = SEGMENT_CHARS) -> int:
         if not fence and not stripped and line.endswith("\n"):
             blank_at = pos
     return cut
+
+
+def _markdown(source: str):
+    from rich.markdown import Markdown  # markdown-it and pygments: not before the first reply
+
+    return Markdown(source)
 
 
 class ReplyView(Vertical):
@@ -118,7 +123,7 @@ class ReplyView(Vertical):
         while cut := settled_length(self.tail):
             done, self.tail = self.tail[:cut], self.tail[cut:]
             self.segments.append(done)
-            new.append(Static(RichMarkdown(done), classes="segment"))
+            new.append(Static(_markdown(done), classes="segment"))
         if new and self._open is not None:
             return self.mount_all(new, before=self._open)
         return None
@@ -128,4 +133,4 @@ class ReplyView(Vertical):
             return
         self._shown = self.tail
         self.renders += 1
-        self._open.update(RichMarkdown(self.tail) if self.tail.strip() else "")
+        self._open.update(_markdown(self.tail) if self.tail.strip() else "")
