@@ -124,11 +124,14 @@ async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dic
     settings = load(overrides=[f"server.port={server.server_address[1]}", f"chat.max_tokens={n_tokens}",
                                "chat.system_prompt="])
 
-    class StoppedClient:  # FAKE supervisor client: a stopped server, nothing to poll
-        def poll(self) -> Poll:
-            return Poll(state={"state": "stopped"})
+    ready = {"state": "ready", "base_url": settings.base_url, "served_model_name": settings.served_name,
+             "uptime_s": 60.0}
 
-    app = make_app(settings, StoppedClient(), None)
+    class ReadyClient:  # FAKE supervisor client: the fake server, READY (its /metrics answers 501)
+        def poll(self) -> Poll:
+            return Poll(state=dict(ready))
+
+    app = make_app(settings, ReadyClient(), None)
     key_sent: list[float] = []
     key_lat: list[float] = []
     lags: list[tuple[float, float]] = []  # (time, lateness)

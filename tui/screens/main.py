@@ -208,8 +208,9 @@ class MainScreen(Screen):
             log.reset()
         if poll.lines:
             log.append_lines(poll.lines)
-        if poll.new_log or poll.state.get("state") == "stopped":
-            self.query_one(LedgerPanel).border_subtitle = ""  # a new launch runs the saved settings
+        ledger = self.query_one(LedgerPanel)
+        if (poll.new_log or poll.state.get("state") == "stopped") and ledger.border_subtitle:
+            ledger.border_subtitle = ""  # a new launch runs the saved settings (set only if shown: each set redraws)
         self.state = poll.state
         settings = self.app.settings
         # while a server runs, its own address and name (settings saved since apply on restart)
