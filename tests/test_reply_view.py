@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from textual.app import App, ComposeResult
-from textual.widgets import Static
 
-from tui.widgets.reply import ReplyView, settled_length
+from tui.widgets.reply import MarkdownSegment, ReplyView, settled_length
 
 LONG = ("para " * 300 + "\n\n```python\nx = 1\n\n\ny = 2\n```\n\n- a\n\n- b\n\n  more of b\n\n# Next\n\n"
         + "word " * 400 + "\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nend\n")
@@ -44,7 +43,12 @@ async def test_a_streamed_reply_ends_as_its_text_in_few_renders():
         await pilot.pause()
         assert view.source == LONG
         assert "".join(view.segments) + view.tail == LONG
-        assert len(view.segments) >= 1 and len(view.query(Static)) == len(view.segments) + 1
+        assert len(view.segments) >= 1 and len(view.query(MarkdownSegment)) == len(view.segments) + 1
         assert view.renders < len(pieces) / 5  # coalesced, not one render per chunk
+        last = view.query(MarkdownSegment).last()
+        assert str(last.styles.height) == "auto" and last.source == view.tail
+        assert "".join(w.source for w in view.query(MarkdownSegment)) == LONG  # what is drawn is the text
+        first = view.query(MarkdownSegment).first()
+        assert "para para" in first.render_line(0).text  # drawn from its own rendered lines  # nothing reserved once finished
         view.append("more")  # after finish nothing changes
         assert view.source == LONG

@@ -2,12 +2,14 @@
 
 A Markdown widget re-laid out per chunk made every chunk cost a full-screen layout of all its blocks
 (~95 for a long reply): the keyboard froze for up to seconds (issue 16). Here the reply is a short
-column of segments, each one Static holding a Rich Markdown renderable:
+column of segments (MarkdownSegment: Markdown source rendered by Rich once per width into lines):
 
 - finished segments are rendered once and never touched again; a segment closes at a blank line
   outside a code fence, once it holds about SEGMENT_CHARS characters and the next block has begun;
 - only the last (open) segment is re-rendered, at most once per flush interval, and that interval
   follows what a render costs (4x the last one, 50-500 ms), so the event loop stays mostly free;
+- the open segment's height is reserved RESERVE_LINES ahead of its text: a render that fits is a
+  repaint of that widget only, not a layout of the whole screen (that layout was the cost);
 - `finish()` renders what is left. The segments' sources joined are exactly the reply's text
   (`source`), and each segment is cut where a Markdown block ends, so the final render is the
   reply's own Markdown.
@@ -19,11 +21,14 @@ import re
 import time
 
 from textual.containers import Vertical
+from textual.geometry import Size
+from textual.strip import Strip
 from textual.timer import Timer
-from textual.widgets import Static
+from textual.widget import Widget
 
 SEGMENT_CHARS = 1200
 MIN_FLUSH_S, MAX_FLUSH_S, COST_FACTOR = 0.05, 0.5, 4.0
+RESERVE_LINES = 4  # the open segment's height runs this far ahead of its text
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _LIST_OR_INDENT = re.compile(r"^(\s|[-*+]\s|\d+[.)]\s)")
 
@@ -58,12 +63,47 @@ def _markdown(source: str):
     return Markdown(source)
 
 
+class MarkdownSegment(Widget):
+    """A piece of Markdown rendered once per width into lines, then drawn line by line (Textual's
+    Static would render it twice: to measure its height and to paint it)."""
+
+    DEFAULT_CSS = "MarkdownSegment { height: auto; }"
+
+    def __init__(self, source: str = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+        self._strips: list[Strip] = []
+        self._width = -1
+
+    def lines_at(self, width: int) -> int:
+        """Render at `width` (cached); the number of lines."""
+        if width != self._width:
+            self._width = width
+            self._strips = []
+            if self.source.strip() and width > 0:
+                console = self.app.console
+                lines = console.render_lines(_markdown(self.source), console.options.update_width(width), pad=False)
+                self._strips = [Strip(line) for line in lines]
+        return len(self._strips)
+
+    def set_source(self, source: str) -> int:
+        """New source; renders now at the current width and returns its line count."""
+        self.source, self._width = source, -1
+        return self.lines_at(self.content_size.width)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self.lines_at(width)
+
+    def render_line(self, y: int) -> Strip:
+        self.lines_at(self.content_size.width)
+        return self._strips[y] if y < len(self._strips) else Strip.blank(self.content_size.width)
+
+
 class ReplyView(Vertical):
     """One streamed reply: `append()` text as it arrives, `finish()` at the end."""
 
     DEFAULT_CSS = """
     ReplyView { height: auto; }
-    ReplyView > .segment { height: auto; }
     """
 
     def __init__(self, **kwargs) -> None:
@@ -74,7 +114,8 @@ class ReplyView(Vertical):
         self.interval = MIN_FLUSH_S
         self._shown = ""
         self._timer: Timer | None = None
-        self._open: Static | None = None
+        self._open: MarkdownSegment | None = None
+        self._reserved = 0
         self.finished = False
 
     @property
@@ -83,7 +124,7 @@ class ReplyView(Vertical):
         return "".join(self.segments) + self.tail
 
     def compose(self):
-        self._open = Static("", classes="segment")
+        self._open = MarkdownSegment(classes="segment open")
         yield self._open
 
     def append(self, text: str) -> None:
@@ -101,6 +142,9 @@ class ReplyView(Vertical):
         self.finished = True
         mounting = self._settle()
         self._render_open()
+        if self._open is not None:
+            self._reserved = 0
+            self._open.styles.height = "auto"  # no reserved lines under a finished reply
         if mounting is not None:
             await mounting
 
@@ -119,18 +163,29 @@ class ReplyView(Vertical):
 
     def _settle(self):
         """Close finished segments: each is mounted before the open one and rendered once."""
-        new: list[Static] = []
+        new: list[MarkdownSegment] = []
         while cut := settled_length(self.tail):
             done, self.tail = self.tail[:cut], self.tail[cut:]
             self.segments.append(done)
-            new.append(Static(_markdown(done), classes="segment"))
+            new.append(MarkdownSegment(done, classes="segment"))
         if new and self._open is not None:
             return self.mount_all(new, before=self._open)
         return None
 
     def _render_open(self) -> None:
+        """Re-render the open segment. Its height is reserved a few lines ahead, so most renders
+        are a repaint of this widget alone, not a layout of the whole screen."""
         if self._open is None or self.tail == self._shown:
             return
         self._shown = self.tail
         self.renders += 1
-        self._open.update(_markdown(self.tail) if self.tail.strip() else "")
+        needed = self._open.set_source(self.tail)
+        if self.finished or self._open.content_size.width <= 0:
+            self._reserved = 0
+            self._open.styles.height = "auto"
+            self._open.refresh(layout=True)
+        elif needed > self._reserved or needed < self._reserved - 2 * RESERVE_LINES:
+            self._reserved = needed + RESERVE_LINES
+            self._open.styles.height = self._reserved  # a layout, once per RESERVE_LINES lines
+        else:
+            self._open.refresh()  # same height: repaint this widget only
