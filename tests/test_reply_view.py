@@ -52,3 +52,35 @@ async def test_a_streamed_reply_ends_as_its_text_in_few_renders():
         assert "para para" in first.render_line(0).text  # drawn from its own rendered lines  # nothing reserved once finished
         view.append("more")  # after finish nothing changes
         assert view.source == LONG
+
+
+async def test_typing_in_the_chat_input_repaints_it_without_a_screen_layout():
+    """Each key laid out the whole screen (~10 ms with a long reply shown); long text still scrolls."""
+    from textual.widget import Widget
+
+    from tui.widgets.chat_input import ChatInput
+
+    class InputApp(App):
+        def compose(self) -> ComposeResult:
+            yield ChatInput(id="i")
+
+    app = InputApp()
+    async with app.run_test(size=(40, 10)) as pilot:
+        box = app.query_one(ChatInput)
+        box.focus()
+        layouts = []
+        real = Widget.refresh
+
+        def spy(self, *a, layout=False, **kw):
+            if layout:
+                layouts.append(type(self).__name__)
+            return real(self, *a, layout=layout, **kw)
+
+        Widget.refresh = spy
+        try:
+            await pilot.press(*"a long message that does not fit in forty columns at all")
+        finally:
+            Widget.refresh = real
+        await pilot.pause()
+        assert box.value.endswith("at all") and not [n for n in layouts if "Input" in n]
+        assert box.scroll_offset.x > 0  # the cursor end stays in view

@@ -16,6 +16,7 @@ from textual.widgets import Input, Static
 
 from backend.conversation import Conversation, figures_line
 from tui.messages import ChatDelta, ChatFinished
+from tui.widgets.chat_input import ChatInput
 from tui.widgets.reply import ReplyView
 
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
@@ -52,7 +53,7 @@ class ChatPane(Vertical):
         yield VerticalScroll(Static("Ask the served model something. enter: send · esc: stop the reply · "
                                     "ctrl+n: new chat · ctrl+y: copy the last reply", classes="figures"),
                              id="chat-log")
-        yield Input(placeholder="message (enter: send)", id="chat-input")
+        yield ChatInput(placeholder="message (enter: send)", id="chat-input")
 
     def on_mount(self) -> None:
         self.conversation.system_prompt = self.app.settings.chat["system_prompt"]
