@@ -67,9 +67,10 @@ def console_cpu(argv: list[str], seconds: float, settle: float = 10.0) -> dict:
         stop.set()
         proc.terminate()  # SIGTERM: the console exits and leaves the server running
         try:
-            proc.wait(10)
+            proc.wait(3)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait(3)
         os.close(master)
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
     return {"seconds": round(t1 - t0, 1), "cpu_s": round(cpu, 3), "cpu_percent_of_core": round(100 * cpu / (t1 - t0), 2),

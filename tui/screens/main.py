@@ -162,9 +162,7 @@ class MainScreen(Screen):
     @work(group="metrics", exclusive=True, exit_on_error=False)
     async def read_metrics(self) -> None:
         """While the server is ready: its /metrics every console.metrics_interval_s, with rates."""
-        from backend import metrics
-
-        prev, reader = None, metrics.MetricsReader(self.app.settings.server.get("api_key"))  # one client
+        prev, reader = None, None
         while True:
             interval = float(self.app.settings.console["metrics_interval_s"])
             state = self.state
@@ -174,6 +172,9 @@ class MainScreen(Screen):
                 prev = None
             else:
                 base_url = state.get("base_url") or self.app.settings.base_url
+                from backend import metrics  # httpx: imported once a server is READY, not before the first frame
+
+                reader = reader or metrics.MetricsReader(self.app.settings.server.get("api_key"))  # one client
                 try:
                     snap = await asyncio.to_thread(reader.fetch, base_url)
                     self.post_message(MetricsSampled(snap.to_dict(), metrics.rates(prev, snap)))
