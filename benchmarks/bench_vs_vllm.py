@@ -261,6 +261,9 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
             rounds.append(row)
             print_round(row)
     ratios = summarize(rounds)
+    for fig in TARGETS:  # the paired view: each round's own ratio, the spread the medians hide
+        ratios[fig]["per_round"] = [round(r["qwen"][fig] / r["vllm"][fig], 3) if r["qwen"][fig] and r["vllm"][fig]
+                                    else None for r in rounds]
     print_summary(ratios)
     warnings = comparable(rounds)
     for w in warnings:
@@ -302,8 +305,9 @@ def print_summary(ratios: dict) -> None:
     print(f"{'figure':16s} {'qwen-tui':>10s} {'vllm':>10s} {'ratio':>7s}", file=sys.stderr)
     for fig, e in ratios.items():
         mark = "" if "within_target" not in e else ("  ok (±5 %)" if e["within_target"] else "  OFF (±5 %)")
+        rounds = f"  rounds {e['per_round']}" if e.get("per_round") else ""
         print(f"{fig:16s} {_f(e['qwen_tui'], '.2f'):>10s} {_f(e['vllm'], '.2f'):>10s} "
-              f"{_f(e['ratio'], '.3f'):>7s}{mark}", file=sys.stderr)
+              f"{_f(e['ratio'], '.3f'):>7s}{mark}{rounds}", file=sys.stderr)
 
 
 if __name__ == "__main__":
