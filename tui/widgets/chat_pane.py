@@ -22,6 +22,11 @@ from tui.widgets.reply import ReplyView
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
 
 
+def _preload() -> None:
+    import backend.chat  # noqa: F401
+    import rich.markdown  # noqa: F401
+
+
 class ChatPane(Vertical):
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
@@ -57,6 +62,8 @@ class ChatPane(Vertical):
 
     def on_mount(self) -> None:
         self.conversation.system_prompt = self.app.settings.chat["system_prompt"]
+        # what the first chat needs (httpx, rich.markdown) is imported off the first frame's path, in a thread
+        self.set_timer(1.0, lambda: self.run_worker(_preload, thread=True, group="chat-preload", exit_on_error=False))
 
     def focus_input(self) -> None:
         self.query_one("#chat-input", Input).focus()
