@@ -1,7 +1,9 @@
 """Streaming chat against the local OpenAI-compatible endpoint, with the figures people watch.
 
-Time to first token is measured from sending the request to the first non-empty content delta;
-decode tokens/s is completion tokens after the first, over the time after the first token.
+Time to first token runs from the request's send to the first chunk with a choice (vLLM sends it
+when the first token exists, whether or not that token decodes to text); tokens are the server's
+usage counts; decode tokens/s is tokens after the first over the time after the first token, and is
+withheld ("burst") when the tokens reached the client together. Definitions match `vllm bench serve`.
 """
 
 from __future__ import annotations
@@ -31,8 +33,21 @@ class Delta:
     reasoning: str = ""
 
 
+BURST_GAP_S = 0.001  # chunks closer than this reached the client together: no gap to measure
+MIN_STEPS = 8  # a rate needs tokens spread over at least this many measurable gaps (or all of them)
+
+
 @dataclass
 class ChatResult:
+    """What one streamed reply measured.
+
+    Times are seconds from the request's send. The first token is the first chunk that carries a
+    choice: vLLM sends it (the assistant role) once the first token exists, even when that token's
+    text is empty, which is also when `vllm bench serve` takes its TTFT. Tokens are counted from
+    the server's usage (``completion_tokens``, per chunk with vLLM's ``continuous_usage_stats``),
+    never from the text, so tokens that decode to nothing still count.
+    """
+
     text: str = ""
     model: str = ""
     finish_reason: str | None = None
@@ -40,22 +55,69 @@ class ChatResult:
     completion_tokens: int | None = None
     ttft_s: float | None = None
     total_s: float = 0.0
-    chunks: int = 0
+    chunks: int = 0  # chunks that carried text
     extra: dict[str, Any] = field(default_factory=dict)
+    chunk_times: list[float] = field(default_factory=list)  # every chunk with a choice, from send
+    arrivals: list[tuple[float, int]] = field(default_factory=list)  # (time, tokens so far) as usage grew
+
+    @property
+    def tokens(self) -> int:
+        """Output tokens: the server's count when it gave one, else the chunks with text."""
+        return self.completion_tokens if self.completion_tokens is not None else self.chunks
+
+    @property
+    def last_token_s(self) -> float | None:
+        return self.chunk_times[-1] if self.chunk_times else (self.total_s or None)
+
+    @property
+    def itl_s(self) -> list[float]:
+        """Gaps between consecutive chunks after the first (how vLLM's bench pools ITL)."""
+        t = self.chunk_times
+        return [b - a for a, b in zip(t, t[1:])]
+
+    def _groups(self) -> list[int]:
+        """Tokens per group of chunks that reached the client together (gaps < BURST_GAP_S)."""
+        steps = self.arrivals or [(t, i + 1) for i, t in enumerate(self.chunk_times)]
+        groups: list[int] = []
+        last_t, last_n = None, 0
+        for t, n in steps:
+            if last_t is None or t - last_t >= BURST_GAP_S:
+                groups.append(0)
+            groups[-1] += n - last_n
+            last_t, last_n = t, n
+        return groups
+
+    @property
+    def burst(self) -> bool:
+        """Tokens came in bursts: too few measurable gaps, or most tokens at one moment."""
+        n = self.tokens
+        if n < 2:
+            return False
+        groups = self._groups()
+        if not groups:  # nothing timed (a result built by hand): no evidence of a burst
+            return False
+        return len(groups) - 1 < min(n - 1, MIN_STEPS) or max(groups) > n / 2
 
     @property
     def tokens_per_s(self) -> float | None:
-        """Decode rate: tokens after the first over the time after the first token."""
-        n = self.completion_tokens if self.completion_tokens is not None else self.chunks
-        if self.ttft_s is None or n is None or n < 2:
+        """Tokens after the first over the time after the first token (burst or not)."""
+        n, last = self.tokens, self.last_token_s
+        if self.ttft_s is None or n < 2 or last is None:
             return None
-        decode = self.total_s - self.ttft_s
+        decode = last - self.ttft_s
         return (n - 1) / decode if decode > 0 else None
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        """The decode rate, or None when the tokens came in bursts (no rate can be measured)."""
+        return None if self.burst else self.tokens_per_s
 
     def as_dict(self) -> dict[str, Any]:
         return {"text": self.text, "model": self.model, "finish_reason": self.finish_reason,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "ttft_s": self.ttft_s, "total_s": self.total_s, "tokens_per_s": self.tokens_per_s}
+                "ttft_s": self.ttft_s, "total_s": self.total_s, "tokens_per_s": self.tokens_per_s,
+                "burst": self.burst, "decode_tokens_per_s": self.decode_tokens_per_s,
+                "text_chunks": self.chunks}
 
 
 def explain_http_error(status: int, body: str, model: str) -> ChatError:
@@ -79,8 +141,10 @@ def explain_http_error(status: int, body: str, model: str) -> ChatError:
 
 
 def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> dict[str, Any]:
+    """The request; ``continuous_usage_stats`` makes vLLM put the token count on every chunk."""
     return {"model": model, "messages": messages, "stream": True, "max_tokens": max_tokens,
-            "temperature": temperature, "stream_options": {"include_usage": True}}
+            "temperature": temperature,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
 
 def explain_transport_error(base_url: str, e: httpx.TransportError) -> ChatError | None:
@@ -94,36 +158,53 @@ def explain_transport_error(base_url: str, e: httpx.TransportError) -> ChatError
     return None
 
 
+STREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
+
+
+def new_client(api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None,
+               timeout: httpx.Timeout = STREAM_TIMEOUT) -> httpx.AsyncClient:
+    """A client to keep for many requests (the chat tab holds one; the caller closes it)."""
+    from backend.httpclient import async_client
+
+    return async_client(api_key=api_key, timeout=timeout, transport=transport)
+
+
 async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]], *, max_tokens: int = 256,
                       temperature: float = 0.7, api_key: str | None = None,
                       result: ChatResult | None = None,
                       transport: httpx.AsyncBaseTransport | None = None,
                       extra: dict[str, Any] | None = None,
                       client: httpx.AsyncClient | None = None) -> AsyncIterator[Delta]:
-    """Yield content deltas; fill `result` (pass one in to read the figures afterwards).
+    """Yield text deltas; fill `result` (pass one in to read the figures afterwards).
 
     `extra` adds fields to the request body (e.g. vLLM's ignore_eos); `client` reuses a caller's
-    connection pool (the load test) instead of opening one per request; the caller closes it.
+    connection pool (new_client(); the caller closes it) instead of opening one for this request.
+    The clock starts when the request is sent, after the client and the request are built.
     """
     result = result if result is not None else ChatResult()
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    timeout = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
     body = {**chat_body(model, messages, max_tokens, temperature), **(extra or {})}
     start = time.perf_counter()
     try:
         async with contextlib.AsyncExitStack() as stack:
             if client is None:
-                client = await stack.enter_async_context(httpx.AsyncClient(
-                    timeout=timeout, trust_env=False, transport=transport))
-            async with client.stream("POST", base_url.rstrip("/") + "/v1/chat/completions",
-                                     json=body, headers=headers) as resp:
-                if resp.status_code >= 400:
-                    text = (await resp.aread()).decode("utf-8", "replace")
-                    raise explain_http_error(resp.status_code, text, model)
-                async for line in resp.aiter_lines():
-                    delta = _handle_line(line, result, start)
-                    if delta is not None:
-                        yield delta
+                client = await stack.enter_async_context(new_client(api_key, transport))
+                key_headers: dict[str, str] = {}
+            else:
+                from backend.httpclient import headers as auth_headers
+
+                key_headers = auth_headers(api_key)
+            request = client.build_request("POST", base_url.rstrip("/") + "/v1/chat/completions",
+                                           json=body, headers=key_headers)
+            start = time.perf_counter()
+            resp = await client.send(request, stream=True)
+            stack.push_async_callback(resp.aclose)
+            if resp.status_code >= 400:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                raise explain_http_error(resp.status_code, text, model)
+            async for line in _sse_lines(resp):
+                delta = _handle_line(line, result, start)
+                if delta is not None:
+                    yield delta
     except httpx.TransportError as e:
         explained = explain_transport_error(base_url, e)
         if explained is None:
@@ -133,6 +214,21 @@ async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]],
         result.total_s = time.perf_counter() - start
 
 
+async def _sse_lines(resp: httpx.Response) -> AsyncIterator[str]:
+    """The stream's `data:` lines, split from the raw bytes as they arrive (no per-line decoder)."""
+    buf = b""
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if b"\n" not in chunk:
+            continue
+        *lines, buf = buf.split(b"\n")
+        for raw in lines:
+            if raw.startswith(b"data:"):
+                yield raw.decode("utf-8", "replace")
+    if buf.startswith(b"data:"):
+        yield buf.decode("utf-8", "replace")
+
+
 def _handle_line(line: str, result: ChatResult, start: float) -> Delta | None:
     line = line.strip()
     if not line or line.startswith(":") or not line.startswith("data:"):
@@ -140,6 +236,7 @@ def _handle_line(line: str, result: ChatResult, start: float) -> Delta | None:
     payload = line[5:].strip()
     if payload == "[DONE]":
         return None
+    now = time.perf_counter() - start
     try:
         chunk = json.loads(payload)
     except ValueError:
@@ -150,20 +247,31 @@ def _handle_line(line: str, result: ChatResult, start: float) -> Delta | None:
         err = chunk["error"] if isinstance(chunk["error"], dict) else {"message": str(chunk["error"])}
         raise ChatError(f"server error mid-stream: {err.get('message')}", "see the server log")
     result.model = chunk.get("model", result.model)
+    choices = chunk.get("choices") or []
     usage = chunk.get("usage")
     if isinstance(usage, dict):
         result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
-        result.completion_tokens = usage.get("completion_tokens", result.completion_tokens)
-    for choice in chunk.get("choices") or []:
+        done = usage.get("completion_tokens")
+        if isinstance(done, int):
+            if choices and done > (result.completion_tokens or 0):
+                result.arrivals.append((now, done))
+            result.completion_tokens = done
+    if not choices:
+        return None
+    result.chunk_times.append(now)
+    if result.ttft_s is None:
+        result.ttft_s = now  # vLLM sends its first chunk once the first token exists
+    out = None
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
         if choice.get("finish_reason"):
             result.finish_reason = choice["finish_reason"]
         delta = choice.get("delta") or {}
         text = delta.get("content") or ""
         reasoning = delta.get("reasoning") or delta.get("reasoning_content") or ""
-        if text or reasoning:
-            if result.ttft_s is None:
-                result.ttft_s = time.perf_counter() - start
+        if (text or reasoning) and out is None:
             result.chunks += 1
             result.text += text
-            return Delta(text, reasoning)
-    return None
+            out = Delta(text, reasoning)
+    return out

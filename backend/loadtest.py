@@ -10,11 +10,13 @@ Before the load: GET /v1/models (is a server there, its max_model_len), a prompt
 Each request's prompt starts with its own number so the prefix cache cannot serve one request's
 prompt to the next.
 
-Definitions: TTFT = send to first content delta; latency = send to end of stream; ITL p50/p90 =
-gaps between streamed content deltas (vLLM streams one token per delta), pooled over all requests
-(vLLM's bench convention: it shows stalls, e.g. while other requests prefill; deltas that reach the
-client together give gaps near 0); ITL mean = first to last delta over the tokens between them,
-per request, averaged (robust to such bunching);
+Definitions (those of `vllm bench serve`, so `benchmarks/bench_vs_vllm.py` compares like with like):
+TTFT = send to the first chunk with a choice (vLLM sends it once the first token exists, even when
+that token decodes to no text); latency = send to the last chunk with a choice; ITL p50/p90/p99 and
+pooled_mean = gaps between consecutive chunks, pooled over all requests (it shows stalls, e.g. while
+other requests prefill; chunks that reach the client together give gaps near 0); ITL mean = first to
+last chunk over the tokens between them, per request, averaged (robust to such bunching); TPOT =
+(latency - TTFT) / (tokens - 1) per request; tokens = the server's usage count;
 per-request decode tok/s = (tokens - 1) / (latency - TTFT), as `qwen-tui chat` prints it;
 output tok/s = completed requests' output tokens / wall time of the whole load.
 """
@@ -30,6 +32,7 @@ from typing import Any
 
 import httpx
 
+from backend.httpclient import async_client
 from backend.chat import ChatError, ChatResult, explain_http_error, explain_transport_error, stream_chat
 
 MAX_ERRORS = 5
@@ -82,6 +85,13 @@ class RequestResult:
             return None
         return self.decode_span_s / (self.output_tokens - 1)
 
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (latency - TTFT) / (tokens - 1), vLLM's TPOT."""
+        if self.ttft_s is None or self.output_tokens < 2:
+            return None
+        return (self.latency_s - self.ttft_s) / (self.output_tokens - 1)
+
 
 @dataclass
 class Progress:
@@ -127,7 +137,8 @@ async def run_requests(request_fn: RequestFn, n: int, concurrency: int,
             try:
                 r = await request_fn(i)
             except Exception as e:
-                r = RequestResult(i, error=f"{type(e).__name__}: {e}")
+                r = RequestResult(i, error=f"{type(e).__name__}: {e}",
+                                  fix="unexpected: run `qwen-tui bench --json` again and report this error")
             state["in_flight"] -= 1
             state["completed" if r.ok else "failed"] += 1
             results[i] = r
@@ -169,18 +180,42 @@ def aggregate(results: list[RequestResult], wall_s: float) -> dict[str, Any]:
     decode = [r.decode_tokens_per_s for r in ok if r.decode_tokens_per_s is not None]
     prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     per_s = (lambda x: round(x / wall_s, 3)) if wall_s > 0 else (lambda x: None)
+    tpot_ms = [r.tpot_s * 1000 for r in ok if r.tpot_s is not None]
+    latency_ms = [x * 1000 for x in latency]
     return {
         "completed": len(ok), "failed": len(results) - len(ok), "errors": errors,
         "wall_s": round(wall_s, 3), "requests_per_s": per_s(len(ok)),
         "output_tokens": tokens, "output_tokens_per_s": per_s(tokens),
         "prompt_tokens": round(sum(prompts) / len(prompts)) if prompts else None,
-        "ttft_ms": {"p50": _r(percentile(ttft_ms, 50), 1), "p90": _r(percentile(ttft_ms, 90), 1),
-                    "p99": _r(percentile(ttft_ms, 99), 1), "max": _r(max(ttft_ms, default=None), 1)},
+        "ttft_ms": {**_spread(ttft_ms, 1, (50, 90, 99)), "max": _r(max(ttft_ms, default=None), 1)},
         "itl_ms": {"p50": _r(percentile(itl_ms, 50), 3), "p90": _r(percentile(itl_ms, 90), 3),
-                   "mean": _r(sum(itl_means) / len(itl_means), 3) if itl_means else None},
-        "latency_s": {"p50": _r(percentile(latency, 50), 3), "p90": _r(percentile(latency, 90), 3)},
+                   "mean": _r(sum(itl_means) / len(itl_means), 3) if itl_means else None,
+                   "p99": _r(percentile(itl_ms, 99), 3), "pooled_mean": _r(_mean(itl_ms), 3),
+                   "gaps": len(itl_ms)},
+        "tpot_ms": _spread(tpot_ms, 3, (50, 90, 99)),
+        "latency_s": {"p50": _r(percentile(latency, 50), 3), "p90": _r(percentile(latency, 90), 3),
+                      "mean": _r(_mean(latency), 3), "p99": _r(percentile(latency, 99), 3)},
+        "e2el_ms": _spread(latency_ms, 1, (50, 90, 99)),
         "decode_tokens_per_s_per_request": {"p50": _r(percentile(decode, 50), 1)},
+        "definitions": DEFINITIONS,
     }
+
+
+DEFINITIONS = ("as vllm bench serve: TTFT = send to the first chunk with a choice; latency = send to the "
+               "last such chunk; ITL = gaps between consecutive chunks, pooled over requests; TPOT = "
+               "(latency - TTFT) / (tokens - 1) per request; tokens from the server's usage")
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _spread(xs: list[float], digits: int, qs: tuple[int, ...]) -> dict[str, float | None]:
+    """mean, median and percentiles (vLLM's bench prints the same)."""
+    out: dict[str, float | None] = {f"p{q}": _r(percentile(xs, q), digits) for q in qs}
+    out["mean"] = _r(_mean(xs), digits)
+    out["median"] = out.get("p50")
+    return out
 
 
 # -- prediction ------------------------------------------------------------------------------------
@@ -225,36 +260,52 @@ def burst_notes(rep: dict[str, Any]) -> list[str]:
 
 
 # -- the requests ----------------------------------------------------------------------------------
-def prompt_text(index: int | str, words: int) -> str:
-    """The fixed prompt; the request's own number first, so no two share a cached prefix."""
+def prompt_text(index: int | str, words: int, run: str = "") -> str:
+    """The fixed prompt; the run's tag and the request's own number first, so no two requests share
+    a cached prefix, in this run or an earlier one (a repeated run would otherwise skip prefill)."""
     body = " ".join(_WORDS[k % len(_WORDS)] for k in range(words))
-    return f"Request {index}. {body}".rstrip()
+    return f"Request {run}{index}. {body}".rstrip()
+
+
+def run_tag() -> str:
+    import secrets
+
+    return secrets.token_hex(3) + "-"
+
+
+NO_TOKEN_FIX = ("the server took the request but streamed no token: see the server log (a tokenizer "
+                "that decodes to nothing still streams tokens; none at all means the engine did not run)")
+# the body `vllm bench serve` sends: usage once at the end, not on every chunk (that costs the API
+# server CPU per token), and EOS ignored so each request decodes exactly max_tokens
+REQUEST_EXTRA = {"ignore_eos": True, "stream_options": {"include_usage": True}}
 
 
 def make_request_fn(client: httpx.AsyncClient, base_url: str, model: str, api_key: str | None,
-                    words: int, max_tokens: int) -> RequestFn:
+                    words: int, max_tokens: int, run: str = "") -> RequestFn:
     async def one(index: int | str) -> RequestResult:
         res, out = ChatResult(), RequestResult(index if isinstance(index, int) else -1)
-        stamps: list[float] = []
         try:
-            async for _ in stream_chat(base_url, model, [{"role": "user", "content": prompt_text(index, words)}],
+            async for _ in stream_chat(base_url, model, [{"role": "user", "content": prompt_text(index, words, run)}],
                                        max_tokens=max_tokens, temperature=0.0, api_key=api_key, result=res,
-                                       extra={"ignore_eos": True}, client=client):
-                stamps.append(time.perf_counter())
+                                       extra=REQUEST_EXTRA, client=client):
+                pass
         except ChatError as e:
-            out.error, out.fix = e.message, e.fix
+            out.error, out.fix = e.message, e.fix or "see the server log"
         except httpx.TimeoutException as e:
             out.error = f"no reply for {READ_TIMEOUT_S:.0f} s ({type(e).__name__}): the server may be stuck"
+            out.fix = "see the server log; `qwen-tui status` says whether it is still ready"
         except httpx.HTTPError as e:
-            out.error = f"{type(e).__name__}: {e}"
-        out.ttft_s, out.latency_s = res.ttft_s, res.total_s
-        out.output_tokens = res.completion_tokens if res.completion_tokens is not None else res.chunks
+            out.error, out.fix = f"{type(e).__name__}: {e}", "see the server log"
+        out.ttft_s = res.ttft_s
+        out.latency_s = res.last_token_s if res.last_token_s is not None else res.total_s
+        out.output_tokens = res.tokens
         out.prompt_tokens = res.prompt_tokens
-        out.itl_s = [b - a for a, b in zip(stamps, stamps[1:])]
-        out.decode_span_s = stamps[-1] - stamps[0] if stamps else None
+        out.itl_s = res.itl_s
+        times = res.chunk_times
+        out.decode_span_s = times[-1] - times[0] if times else None
         out.decode_tokens_per_s = res.tokens_per_s
-        if out.error is None and res.ttft_s is None:
-            out.error = "the stream ended without any content"
+        if out.error is None and res.ttft_s is None and not res.tokens:
+            out.error, out.fix = "the stream ended without any token", NO_TOKEN_FIX
         out.ok = out.error is None
         return out
 
@@ -287,7 +338,7 @@ async def _get_json(client: httpx.AsyncClient, method: str, base_url: str, path:
 
 
 async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers: dict,
-                  cfg: BenchConfig, fallback_max_model_len: int | None) -> Prepared:
+                  cfg: BenchConfig, fallback_max_model_len: int | None, run: str = "") -> Prepared:
     """Is a server there, how long may a sequence be, how many words make about P prompt tokens."""
     models = await _get_json(client, "GET", base_url, "/v1/models", headers, model)
     cards = [m for m in ((models.get("data") if isinstance(models, dict) else None) or []) if isinstance(m, dict)]
@@ -298,7 +349,7 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
     async def count(n_words: int) -> int:
         data = await _get_json(client, "POST", base_url, "/tokenize", headers, model,
                                json={"model": model, "add_generation_prompt": True,
-                                     "messages": [{"role": "user", "content": prompt_text(cfg.requests, n_words)}]})
+                                     "messages": [{"role": "user", "content": prompt_text(cfg.requests, n_words, run)}]})
         return int(data["count"])
 
     try:
@@ -332,21 +383,22 @@ async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | N
     cfg.check()
     base_url, model = settings.base_url, settings.served_name
     api_key = settings.server.get("api_key")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers: dict[str, str] = {}  # the client carries the key
     predicted = predict(settings, status, plan)
     report: dict[str, Any] = {"requests": cfg.requests, "concurrency": cfg.concurrency,
                               "max_tokens": cfg.max_tokens, **aggregate([], 0.0)}
     report.update(predicted=predicted, server={"base_url": base_url, "model": model}, notes=[])
     limits = httpx.Limits(max_connections=cfg.concurrency + 4, max_keepalive_connections=cfg.concurrency + 4)
     timeout = httpx.Timeout(connect=5.0, read=READ_TIMEOUT_S, write=30.0, pool=30.0)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False, transport=transport) as client:
+    async with async_client(api_key=api_key, timeout=timeout, limits=limits, transport=transport) as client:
         try:
-            prep = await prepare(client, base_url, model, headers, cfg, predicted.get("max_model_len"))
-            one = make_request_fn(client, base_url, model, api_key, prep.words, prep.max_tokens)
+            run = run_tag()
+            prep = await prepare(client, base_url, model, headers, cfg, predicted.get("max_model_len"), run)
+            one = make_request_fn(client, base_url, model, api_key, prep.words, prep.max_tokens, run)
             if cfg.warmup:
                 warm = await one("warm-up")
                 if not warm.ok:
-                    raise ChatError(f"the warm-up request failed: {warm.error}", warm.fix)
+                    raise ChatError(f"the warm-up request failed: {warm.error}", warm.fix or "see the server log")
         except ChatError as e:
             msg = f"{e.message} (fix: {e.fix})" if e.fix else e.message
             report.update(errors=[msg], error=e.message, fix=e.fix)
@@ -381,13 +433,16 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     if said:
         out.append("predicted: " + "; ".join(said))
     ttft, itl, lat = rep["ttft_ms"], rep["itl_ms"], rep["latency_s"]
+    tpot = rep.get("tpot_ms") or {}
     out += [f"measured: {rep['completed']}/{rep['requests']} completed in {rep['wall_s']:.1f} s: "
             f"{_fmt(rep['requests_per_s'], '.2f')} req/s, {_fmt(rep['output_tokens_per_s'], '.1f')} output tok/s "
             f"({rep['output_tokens']} tokens)",
-            f"  TTFT ms       p50 {_fmt(ttft['p50'])}  p90 {_fmt(ttft['p90'])}  p99 {_fmt(ttft['p99'])}  "
-            f"max {_fmt(ttft['max'])}",
-            f"  ITL ms        p50 {_fmt(itl['p50'], '.1f')}  p90 {_fmt(itl['p90'], '.1f')}  "
-            f"mean {_fmt(itl.get('mean'), '.1f')}",
+            f"  TTFT ms       mean {_fmt(ttft.get('mean'))}  p50 {_fmt(ttft['p50'])}  p90 {_fmt(ttft['p90'])}  "
+            f"p99 {_fmt(ttft['p99'])}  max {_fmt(ttft['max'])}",
+            f"  ITL ms        mean {_fmt(itl.get('pooled_mean'), '.1f')}  p50 {_fmt(itl['p50'], '.1f')}  "
+            f"p90 {_fmt(itl['p90'], '.1f')}  p99 {_fmt(itl.get('p99'), '.1f')}  (pooled gaps, as vLLM)",
+            f"  TPOT ms       mean {_fmt(tpot.get('mean'), '.1f')}  p50 {_fmt(tpot.get('p50'), '.1f')}  "
+            f"p90 {_fmt(tpot.get('p90'), '.1f')}  p99 {_fmt(tpot.get('p99'), '.1f')}",
             f"  latency s     p50 {_fmt(lat['p50'], '.2f')}  p90 {_fmt(lat['p90'], '.2f')}",
             f"  decode tok/s  p50 {_fmt(rep['decode_tokens_per_s_per_request']['p50'], '.1f')} per request"]
     if rep["failed"]:

@@ -196,11 +196,10 @@ class Supervisor:
     async def _watch_health(self) -> None:
         interval = float(self.settings.console["health_interval_s"])
         grace = float(self.settings.console["health_grace_s"])
-        headers = {}
-        if self.settings.server.get("api_key"):
-            headers["Authorization"] = f"Bearer {self.settings.server['api_key']}"
-        async with httpx.AsyncClient(base_url=self.settings.base_url, trust_env=False,
-                                     timeout=httpx.Timeout(3.0), headers=headers) as client:
+        from backend.httpclient import async_client
+
+        async with async_client(self.settings.base_url, self.settings.server.get("api_key"),
+                                timeout=httpx.Timeout(3.0)) as client:
             while self.proc and self.proc.returncode is None:
                 ok = False
                 try:

@@ -48,7 +48,12 @@ def test_aggregate_counts_only_completed_requests():
     assert rep["errors"] == ["404: no such model (fix: use the served name)", "cut mid-reply"]
     assert rep["output_tokens"] == 30 and rep["output_tokens_per_s"] == 15.0
     assert rep["requests_per_s"] == 1.0 and rep["wall_s"] == 2.0
-    assert rep["ttft_ms"] == {"p50": 200.0, "p90": 280.0, "p99": 298.0, "max": 300.0}
+    assert {k: rep["ttft_ms"][k] for k in ("p50", "p90", "p99", "max")} == {"p50": 200.0, "p90": 280.0,
+                                                                          "p99": 298.0, "max": 300.0}
+    assert rep["ttft_ms"]["mean"] == 200.0 and rep["ttft_ms"]["median"] == 200.0
+    assert rep["itl_ms"]["pooled_mean"] == 20.0 and rep["itl_ms"]["gaps"] == 3
+    # TPOT as vLLM: (latency - TTFT) / (tokens - 1): 0.9 / 9 = 100 ms and 1.7 / 19 = 89.5 ms
+    assert rep["tpot_ms"]["mean"] == pytest.approx((100 + 1700 / 19) / 2, abs=0.01)
     assert rep["itl_ms"]["p50"] == 20.0 and rep["itl_ms"]["p90"] == 28.0  # pooled gaps 10, 20, 30 ms
     assert rep["itl_ms"]["mean"] == pytest.approx((40 / 9 + 20 / 19) / 2, abs=0.01)  # span / (tokens - 1)
     assert rep["latency_s"]["p50"] == 1.5
@@ -159,6 +164,25 @@ def test_each_prompt_starts_with_its_own_number():
     assert prompt_text(4, 5)[:10] != prompt_text(3, 5)[:10]
 
 
+def test_two_runs_never_send_the_same_prompt():
+    """A repeated run sent the same prompts: the prefix cache skipped their prefill and TTFT read low."""
+    from backend.loadtest import run_tag
+
+    a, b = run_tag(), run_tag()
+    assert a != b and prompt_text(3, 5, a)[:16] != prompt_text(3, 5, b)[:16]
+
+
+async def test_the_prompts_of_two_bench_runs_differ(qhome, repo_config):
+    s = load(config=str(repo_config))
+    fakes = [FakeServer(), FakeServer()]
+    for fake in fakes:
+        await run_bench(s, BenchConfig(requests=2, concurrency=1, max_tokens=2, prompt_tokens=30, warmup=False),
+                        transport=httpx.MockTransport(fake))
+    first = [b["messages"][0]["content"] for b in fakes[0].bodies]
+    second = [b["messages"][0]["content"] for b in fakes[1].bodies]
+    assert not set(first) & set(second)
+
+
 # -- arguments and a real refused connection ------------------------------------------------------
 def free_port():
     with socket.socket() as s:
@@ -233,3 +257,43 @@ async def test_cut_streams_are_counted_and_explained(qhome, repo_config):
     assert rep["output_tokens"] == 6 * 70
     assert len(rep["errors"]) == 1 and "cut mid-reply" in rep["errors"][0]
     assert seen[-1].done == 8 and max(p.in_flight for p in seen) <= 3
+
+
+class FakeSilentTokenizerServer(FakeServer):
+    """NOT vLLM: streams like vLLM with a tokenizer whose ids decode to nothing (role chunk, empty
+    deltas, usage at the end), or, with `tokens=0`, a stream with no chunk at all."""
+
+    def __init__(self, tokens=None):
+        super().__init__()
+        self.tokens = tokens
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/chat/completions":
+            return super().__call__(request)
+        n = json.loads(request.content)["max_tokens"] if self.tokens is None else self.tokens
+        body = b"" if n == 0 else (
+            b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+            + b'data: {"choices":[{"delta":{"content":""}}]}\n\n' * (n - 1)
+            + b'data: {"choices":[{"delta":{"content":""},"finish_reason":"length"}]}\n\n')
+        body += b'data: {"choices":[],"usage":{"prompt_tokens":30,"completion_tokens":%d}}\n\ndata: [DONE]\n\n' % n
+        return httpx.Response(200, content=body)
+
+
+async def test_tokens_without_text_are_a_success_and_no_token_says_what_to_do(qhome, repo_config):
+    """On the H200 the warm-up failed with 'the stream ended without any content' and an empty fix."""
+    s = load(config=str(repo_config))
+    rep = await run_bench(s, BenchConfig(requests=4, concurrency=2, max_tokens=16, prompt_tokens=30),
+                          transport=httpx.MockTransport(FakeSilentTokenizerServer()))
+    assert not rep.get("error") and rep["completed"] == 4 and rep["output_tokens"] == 64
+    assert rep["ttft_ms"]["mean"] is not None and rep["tpot_ms"]["mean"] is not None
+    rep = await run_bench(s, BenchConfig(requests=4, concurrency=2, max_tokens=16, prompt_tokens=30),
+                          transport=httpx.MockTransport(FakeSilentTokenizerServer(tokens=0)))
+    assert "warm-up" in rep["error"] and "without any token" in rep["error"]
+    assert rep["fix"] and "server log" in rep["fix"]
+
+
+async def test_every_failed_request_has_a_fix(qhome, repo_config):
+    s = load(config=str(repo_config))
+    rep = await run_bench(s, BenchConfig(requests=6, concurrency=2, max_tokens=4, prompt_tokens=30, warmup=False),
+                          transport=httpx.MockTransport(FakeServer()))
+    assert rep["failed"] == 2 and all("(fix: " in e for e in rep["errors"])

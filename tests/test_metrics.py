@@ -54,3 +54,52 @@ def test_a_dead_server_is_a_clear_error() -> None:
     sock.close()
     with pytest.raises(metrics.MetricsError, match=f"cannot read http://127.0.0.1:{port}/metrics"):
         metrics.fetch(f"http://127.0.0.1:{port}")
+
+
+def test_the_reader_keeps_one_client_for_all_its_reads() -> None:
+    """A new httpx client per poll (its TLS context) was ~15 % of an idle console's CPU.
+    FAKE server: httpx.MockTransport answering the real captured /metrics text."""
+    import httpx
+
+    seen = []
+    transport = httpx.MockTransport(lambda req: seen.append(req) or httpx.Response(200, text=AFTER))
+    reader = metrics.MetricsReader(api_key="k", transport=transport)
+    for _ in range(5):
+        assert reader.fetch("http://127.0.0.1:9").generation_tokens == 56.0
+    assert len(seen) == 5 and reader.clients_made == 1
+    assert seen[0].headers["authorization"] == "Bearer k"
+    reader.close()
+
+
+async def test_the_console_polls_metrics_through_one_client(qhome, monkeypatch) -> None:
+    import socket
+
+    from backend import httpclient
+    from backend.client import Poll
+    from test_tui import app_with, wait_until
+    from tui.widgets.metrics_panel import MetricsPanel
+
+    made = []
+    real = httpclient.sync_client
+    monkeypatch.setattr(httpclient, "sync_client", lambda *a, **kw: made.append(1) or real(*a, **kw))
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "m"}
+    app, _ = app_with([Poll(state=state)], qhome, "console.metrics_interval_s=0.05")
+    reads = []
+    async with app.run_test(size=(150, 45)) as pilot:
+        panel = app.screen.query_one(MetricsPanel)
+        real_show = panel.show
+        panel.show = lambda *a, **kw: reads.append(1) or real_show(*a, **kw)
+        assert await wait_until(pilot, lambda: len(reads) >= 4)
+    assert len(made) == 1
+
+
+def test_the_fast_reader_sums_like_prometheus_client() -> None:
+    for text in (IDLE, AFTER):
+        full = metrics.samples(text)
+        fast = metrics.wanted_samples(text)
+        assert fast and all(fast[k] == pytest.approx(full[k]) for k in fast)
+        assert set(fast) == {n for names in metrics.NAMES.values() for n in names if n in full}

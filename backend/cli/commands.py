@@ -393,9 +393,9 @@ def cmd_chat(args) -> int:
     if args.json:
         _print_json(dict(result.as_dict(), decode_tokens_per_s_ceiling=ceiling))
     else:
-        tps = f"{result.tokens_per_s:.1f} tok/s" if result.tokens_per_s else "n/a"
-        if ceiling:
-            tps += f" (batch-1 ceiling ≤ {ceiling:.0f} tok/s)"
+        from backend.conversation import rate_text
+
+        tps = rate_text(result, ceiling)
         ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
         print(f"\n[{result.completion_tokens} tokens, TTFT {ttft}, {tps}, finish {result.finish_reason}]",
               file=sys.stderr)

@@ -174,8 +174,11 @@ class MainScreen(ServerActions, Screen):
 
     @on(ChatFinished)
     def chat_finished(self, message: ChatFinished) -> None:
-        tps = message.result.tokens_per_s if message.result is not None else None
-        if tps:  # the measured decode rate, beside the ledger's batch-1 ceiling
+        from backend.conversation import measured_decode_rate
+
+        # the measured decode rate beside the ledger's batch-1 ceiling; never a burst or an impossible rate
+        tps = measured_decode_rate(message.result, (self.plan or {}).get("decode_tokens_per_s_ceiling"))
+        if tps:
             self.measured_tps = tps
             if self.plan:
                 self._show_ledger()
@@ -248,9 +251,7 @@ class MainScreen(ServerActions, Screen):
     @work(group="metrics", exclusive=True, exit_on_error=False)
     async def read_metrics(self) -> None:
         """While the server is ready: its /metrics every console.metrics_interval_s, with rates."""
-        from backend import metrics
-
-        prev = None
+        prev, reader = None, None
         while True:
             interval = float(self.app.settings.console["metrics_interval_s"])
             state = self.state
@@ -260,8 +261,11 @@ class MainScreen(ServerActions, Screen):
                 prev = None
             else:
                 base_url = state.get("base_url") or self.app.settings.base_url
+                from backend import metrics  # httpx: imported once a server is READY, not before the first frame
+
+                reader = reader or metrics.MetricsReader(self.app.settings.server.get("api_key"))  # one client
                 try:
-                    snap = await asyncio.to_thread(metrics.fetch, base_url)
+                    snap = await asyncio.to_thread(reader.fetch, base_url)
                     self.post_message(MetricsSampled(snap.to_dict(), metrics.rates(prev, snap)))
                     prev = snap
                 except metrics.MetricsError as e:
@@ -295,8 +299,9 @@ class MainScreen(ServerActions, Screen):
             log.reset()
         if poll.lines:
             log.append_lines(poll.lines)
-        if poll.new_log or poll.state.get("state") == "stopped":
-            self.query_one(LedgerPanel).border_subtitle = ""  # a new launch runs the saved settings
+        ledger = self.query_one(LedgerPanel)
+        if (poll.new_log or poll.state.get("state") == "stopped") and ledger.border_subtitle:
+            ledger.border_subtitle = ""  # a new launch runs the saved settings (set only if shown: each set redraws)
         self.state = poll.state
         self.query_one("#log-hint").set_class(not log.all_lines and self.state.get("state") == "stopped",
                                               "-shown")

@@ -1,5 +1,7 @@
-"""ChatPane: a conversation with the local server, streamed into Markdown, with the figures people
-watch (time to first token, tokens/s beside the batch-1 ceiling) under each reply."""
+"""ChatPane: a conversation with the local server, streamed as Markdown (tui/widgets/reply.py keeps
+the keyboard responsive while it streams), with the figures people watch (time to first token,
+tokens/s beside the batch-1 ceiling, or "burst") under each reply. One HTTP client serves every
+request of the pane."""
 
 from __future__ import annotations
 
@@ -11,13 +13,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, Markdown, Static
+from textual.widgets import Input, Static
 
-from backend.chat import ChatError, ChatResult, stream_chat
 from backend.conversation import Conversation, figures_line
 from tui.messages import ChatDelta, ChatFinished
+from tui.widgets.chat_input import ChatInput
+from tui.widgets.reply import ReplyView
 
-COALESCE_S = 0.05  # join deltas for 50 ms: Markdown keeps up to ~20 appends/s
+COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
+
+
+def _preload() -> None:
+    import backend.chat  # noqa: F401
+    import rich.markdown  # noqa: F401
 
 
 class ChatPane(Vertical):
@@ -46,8 +54,9 @@ class ChatPane(Vertical):
         self.streaming = False
         # (base_url, model) of the running server, set by the screen from each poll; None: settings
         self.endpoint: tuple[str, str] | None = None
-        self._reply: Markdown | None = None
-        self._stream = None
+        self._reply: ReplyView | None = None
+        self.transport = None  # an httpx transport for the pane's client (benchmarks, tests); None: network
+        self._http = None  # the pane's one HTTP client, made on first use
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(Static("Ask the served model something. Every key here is text. enter: send · "
@@ -56,10 +65,12 @@ class ChatPane(Vertical):
                              id="chat-log")
         # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
         # routes it there) and must not select, then replace, what was already typed
-        yield Input(placeholder="message (enter: send)", id="chat-input", select_on_focus=False)
+        yield ChatInput(placeholder="message (enter: send)", id="chat-input", select_on_focus=False)
 
     def on_mount(self) -> None:
         self.conversation.system_prompt = self.app.settings.chat["system_prompt"]
+        # what the first chat needs (httpx, rich.markdown) is imported off the first frame's path, in a thread
+        self.set_timer(1.0, lambda: self.run_worker(_preload, thread=True, group="chat-preload", exit_on_error=False))
 
     def focus_input(self) -> None:
         self.query_one("#chat-input", Input).focus()
@@ -74,27 +85,30 @@ class ChatPane(Vertical):
             return
         event.input.value = ""
         log = self.query_one("#chat-log", VerticalScroll)
-        self._reply = Markdown(classes="reply")
+        self._reply = ReplyView(classes="reply")
         await log.mount_all([Static(f"› {text}", classes="user", markup=False), self._reply])
         log.anchor()
-        self._stream = Markdown.get_stream(self._reply)
         self.streaming = True
         self.ask(text)
 
     @work(group="chat", exclusive=True, exit_on_error=False)
     async def ask(self, text: str) -> None:
         """Stream one reply; post deltas and the end. Never touches widgets."""
+        from backend.chat import ChatError, ChatResult, new_client, stream_chat  # httpx: not before the first chat
+
         settings = self.app.settings
         result = ChatResult()
         pending: list[str] = []
         last = time.monotonic()
         try:
             base_url, model = self.endpoint or (settings.base_url, settings.served_name)
+            if self._http is None:  # one client (and connection) for the pane's life
+                self._http = new_client(settings.server.get("api_key"), self.transport)
             async for delta in stream_chat(base_url, model,
                                            self.conversation.messages(text),
                                            max_tokens=int(settings.chat["max_tokens"]),
                                            temperature=float(settings.chat["temperature"]),
-                                           api_key=settings.server.get("api_key"), result=result):
+                                           result=result, client=self._http):
                 pending.append(delta.text)
                 if time.monotonic() - last >= COALESCE_S:
                     self.post_message(ChatDelta("".join(pending)))
@@ -116,14 +130,13 @@ class ChatPane(Vertical):
     @on(ChatDelta)
     async def delta(self, message: ChatDelta) -> None:
         message.stop()
-        if self._stream is not None:
-            await self._stream.write(message.text)
+        if self._reply is not None:
+            self._reply.append(message.text)
 
     @on(ChatFinished)
     async def finished(self, message: ChatFinished) -> None:
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        if self._reply is not None:
+            await self._reply.finish()
         self.streaming = False
         log = self.query_one("#chat-log", VerticalScroll)
         if message.error:
@@ -132,6 +145,10 @@ class ChatPane(Vertical):
         else:
             await log.mount(Static(message.line, classes="figures", markup=False))
         # bubbles on to the screen (the ledger panel shows the measured tokens/s)
+
+    async def on_unmount(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
 
     def action_stop_or_leave(self) -> None:
         """Focus stays in the input either way: esc never leaves the letters to the commands."""

@@ -15,7 +15,12 @@ class FailureBanner(Static):
     FailureBanner.-shown { display: block; }
     """
 
+    _shown: dict[str, Any] | None = None
+
     def show(self, failure: dict[str, Any] | None) -> None:
+        if failure == self._shown and self.has_class("-shown") == bool(failure):
+            return  # nothing changed: no redraw
+        self._shown = dict(failure) if failure else None
         self.set_class(bool(failure), "-shown")
         if not failure:
             return

@@ -43,7 +43,13 @@ class FiguresPanel(Static):
         self.border_title = "startup figures"
         self.show({})
 
+    _shown: tuple | None = None
+
     def show(self, parsed: dict[str, Any], timeline: list | None = None) -> None:
+        shown = (tuple(rows(parsed)), tuple((phase, seconds) for phase, _s, seconds in timeline or []))
+        if shown == self._shown:  # nothing changed: no redraw (the poll runs 5 times a second)
+            return
+        self._shown = shown
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", overflow="fold")
         table.add_column(overflow="fold")  # wrapped, never cut with an ellipsis

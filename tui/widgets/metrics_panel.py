@@ -43,7 +43,14 @@ class MetricsPanel(Static):
         self.border_title = "live: /metrics"
         self.update(Text("shown once the server is READY", "dim"))
 
+    _shown: tuple | None = None
+
     def show(self, snap: dict[str, Any] | None, rate: dict[str, Any], error: str | None = None) -> None:
+        shown = (None if snap is None else tuple(rows(snap, rate)), error,
+                 None if snap is None else ((snap.get("kv_cache_usage") or 0) > 0.9 or (snap.get("waiting") or 0) > 0))
+        if shown == self._shown:  # an idle server reads the same every second: no redraw
+            return
+        self._shown = shown
         if snap is None:
             self.last_rows = []
             self.update(Text(error or "shown once the server is READY", style(self.app, "warning") if error else "dim"))

@@ -43,6 +43,7 @@ class StatusBar(Static):
     """
 
     last_text = ""
+    _shown: Text | None = None
 
     def show(self, state: dict[str, Any], endpoint: str, model: str, parsed: dict[str, Any] | None = None,
              pending: str = "") -> None:
@@ -62,5 +63,8 @@ class StatusBar(Static):
             text.append(f"  restarts {state['restarts']}", style(self.app, "secondary"))
         if state.get("detail") and name not in ("ready", "stopping"):
             text.append(f"  — {state['detail']}", "dim")
+        if text == self._shown:  # nothing changed: no redraw (the poll runs 5 times a second)
+            return
+        self._shown = text
         self.last_text = text.plain
-        self.update(text)
+        self.update(text, layout=False)  # one line, always: a repaint, never a layout of the screen
