@@ -88,8 +88,8 @@ class Redactor:
     def __init__(self, *, home: str | None = None, user: str | None = None, hosts: Iterable[str] = (),
                  secrets: Iterable[str] = (), model: str | None = None) -> None:
         self.home = (home or "").rstrip("/")
-        self.user = user if user and len(user) >= 3 and user.lower() not in COMMON_WORDS else None
-        self.hosts = sorted({h for h in hosts if h and len(h) >= 3 and h.lower() not in COMMON_WORDS},
+        self.user = user if user and len(user) >= 2 and user.lower() not in COMMON_WORDS else None
+        self.hosts = sorted({h for h in hosts if h and len(h) >= 2 and h.lower() not in COMMON_WORDS},
                             key=len, reverse=True)
         self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
         self.model = model
@@ -123,10 +123,13 @@ class Redactor:
                    model=str(settings.server.get("model") or ""))
 
     def _sub(self, kind: str, pattern: re.Pattern, repl: Any, text: str) -> str:
-        out, n = pattern.subn(repl, text)
-        if n and out != text:
-            self.counts[kind] += n
-        return out
+        def counted(m: re.Match) -> str:
+            new = repl(m) if callable(repl) else m.expand(repl)
+            if new != m.group(0):
+                self.counts[kind] += 1
+            return new
+
+        return pattern.sub(counted, text)
 
     def __call__(self, text: str) -> str:
         if not text:
