@@ -12,7 +12,7 @@ from tui.screens.main import MainScreen
 from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
-RUNNING = ("starting", "ready", "backoff")
+RUNNING = ("starting", "ready", "backoff", "sleeping")
 
 
 class QwenApp(App):

@@ -38,6 +38,8 @@ class MainScreen(Screen):
         Binding("d", "doctor", "Doctor", id="doctor"),
         Binding("b", "bench", "Load test", id="bench"),
         Binding("e", "settings", "Settings", id="settings"),
+        Binding("t", "report", "Report", id="report"),
+        Binding("z", "sleep_wake", "Sleep/Wake", id="sleep"),
         Binding("escape", "clear_filters", "Clear filters", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
     ]
@@ -117,6 +119,30 @@ class MainScreen(Screen):
         from tui.screens.doctor import DoctorScreen
 
         self.app.push_screen(DoctorScreen())
+
+    def action_report(self) -> None:
+        from tui.screens.report import ReportScreen
+
+        self.app.push_screen(ReportScreen())
+
+    def action_sleep_wake(self) -> None:
+        """z: a READY server goes to sleep (level 1: the GPUs freed, weights kept in RAM); a sleeping one wakes."""
+        state = self.state.get("state")
+        if state not in ("ready", "sleeping"):
+            self.notify("sleep needs a READY server (and server.enable_sleep_mode = true)", severity="warning")
+            return
+        if self.busy:
+            self.notify("busy: wait for the last action to finish", severity="warning")
+            return
+        self.busy = True
+        action = "wake" if state == "sleeping" else "sleep"
+        self.notify(f"{action}…")
+        self.sleep_worker(action)
+
+    @work(group="action", exclusive=True, exit_on_error=False)
+    async def sleep_worker(self, action: str) -> None:
+        ok, text = await asyncio.to_thread(self.app.client.sleep_wake, action)
+        self.post_message(ActionFinished(action, text, error=not ok))
 
     def action_chat(self) -> None:
         tabs = self.query_one(TabbedContent)
@@ -210,7 +236,8 @@ class MainScreen(Screen):
         self.state = poll.state
         settings = self.app.settings
         # while a server runs, its own address and name (settings saved since apply on restart)
-        live = poll.state if poll.state.get("state") in ("starting", "ready", "backoff", "stopping") else {}
+        live = poll.state if poll.state.get("state") in ("starting", "ready", "backoff", "stopping",
+                                                               "sleeping") else {}
         base_url = live.get("base_url") or settings.base_url
         name = live.get("served_model_name") or settings.served_name
         self.query_one(StatusBar).show(poll.state, base_url, name)

@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 STATE_STYLE = {
     "ready": "bold green", "starting": "bold yellow", "stopping": "bold yellow",
-    "stopped": "dim", "failed": "bold red", "backoff": "bold magenta",
+    "stopped": "dim", "failed": "bold red", "backoff": "bold magenta", "sleeping": "bold blue",
 }
 
 
