@@ -32,7 +32,7 @@ class ReportScreen(ModalScreen[None]):
         with Vertical(id="dialog"):
             yield Label("building the report (doctor, plan, log)…", id="summary")
             yield TextArea("", read_only=True, soft_wrap=False, id="report")
-            yield Label("w: save to a file   y: copy   esc: close", id="keys")
+            yield Label("w: save to a file   y: copy   esc: close   (read it before you paste it)", id="keys")
 
     def on_mount(self) -> None:
         self.build_report()
@@ -55,8 +55,7 @@ class ReportScreen(ModalScreen[None]):
             return
         self.text = message.text
         self.query_one(TextArea).load_text(message.text)
-        summary.update(Text(f"{len(message.text.splitlines())} lines, redacted: {message.redactions}. "
-                            "Check it before you paste it.", "bold"))
+        summary.update(Text(f"{len(message.text.splitlines())} lines; redacted: {message.redactions}", "bold"))
 
     def action_save(self) -> None:
         from backend import paths
