@@ -29,6 +29,9 @@ class Poll:
     timeline: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # phase, start, s
 
 
+SLEEP_KEYS = ("sleep_enabled", "sleep_level", "slept_at", "gpu_memory_freed_bytes", "wake_seconds", "sleep_op")
+
+
 def status() -> dict[str, Any]:
     """The contract of `qwen-tui status --json`."""
     data, why = statefile.read_live(cleanup=False)
@@ -40,7 +43,8 @@ def status() -> dict[str, Any]:
                 "log_path": last.get("log_path"), "detail": last.get("detail"),
                 "failure": last.get("failure") if state == "failed" else None,
                 "kv_cache_tokens": None, "max_concurrency": None, "note": why,
-                "last_failure": last.get("last_failure"), "attempts": last.get("attempts") or []}
+                "last_failure": last.get("last_failure"), "attempts": last.get("attempts") or [],
+                **{k: None for k in SLEEP_KEYS}}
     figures = dict(data.get("figures") or {})
     started = data.get("started_at")
     return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
@@ -58,7 +62,9 @@ def status() -> dict[str, Any]:
             "max_concurrency": figures.get("max_concurrency"),
             # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
             "attempt": data.get("attempt"), "last_failure": data.get("last_failure"),
-            "attempts": data.get("attempts") or [], "reaping_pids": data.get("reaping_pids") or []}
+            "attempts": data.get("attempts") or [], "reaping_pids": data.get("reaping_pids") or [],
+            # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
+            **{k: data.get(k) for k in SLEEP_KEYS}}
 
 
 def _sigkill_in(data: dict[str, Any]) -> float | None:
@@ -208,6 +214,16 @@ class ServerClient:
         from backend import orphans
 
         return orphans.kill(pids, found, monitor=gpus)
+
+    def sleep_wake(self, action: str, level: int = 1) -> tuple[bool, str]:
+        """Ask the supervisor to sleep (level 1 or 2) or wake its server: (ok, what happened)."""
+        from backend import sleep
+
+        try:
+            op = sleep.request(action, level if action == "sleep" else None)
+        except sleep.SleepError as e:
+            return False, str(e)
+        return bool(op.get("ok")), op.get("message") or ""
 
     def stop(self) -> str:
         ok, msg = stop()

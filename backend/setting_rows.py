@@ -28,7 +28,7 @@ SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_t
 # Console keys read once when the console starts.
 CONSOLE_START_KEYS = {"gpu_interval_s", "log_max_lines"}
 # Supervisor states in which a server process runs (or is about to run again).
-RUNNING_STATES = ("starting", "ready", "backoff")
+RUNNING_STATES = ("starting", "ready", "backoff", "sleeping")
 
 _MISSING = object()
 

@@ -74,6 +74,8 @@ SERVER: dict[str, Key] = {
     "shutdown_timeout": Key(int, None, "seconds to drain requests on SIGTERM (vLLM >= 0.20)"),
     "generation_config": Key(str, None, "'auto', 'vllm' or a folder"),
     "max_logprobs": Key(int, None, "most logprobs a request may ask for"),
+    "enable_sleep_mode": Key(bool, None, "allow `qwen-tui sleep` / `wake`: free the GPU memory without a restart "
+                             "(adds VLLM_SERVER_DEV_MODE=1; CUDA only, not vLLM's CPU build)"),
     "extra_args": Key(list, [], "flags passed to vllm serve verbatim"),
     "env": Key(dict, {}, "environment of the server, e.g. NCCL_P2P_DISABLE = \"1\""),
 }

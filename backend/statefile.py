@@ -17,7 +17,7 @@ import psutil
 
 from backend import paths
 
-STATES = ("stopped", "starting", "ready", "failed", "stopping", "backoff")
+STATES = ("stopped", "starting", "ready", "failed", "stopping", "backoff", "sleeping")
 
 
 def state_path() -> Path:

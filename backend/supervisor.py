@@ -6,6 +6,7 @@ read the state file and follow the log file that the supervisor writes.
 
 States: starting -> ready (only when /health answers 200) -> stopping -> stopped,
 or failed (with the parsed cause), then backoff -> starting when the restart policy allows.
+ready <-> sleeping: vLLM's sleep mode, asked for through a request file and SIGUSR1 (backend/sleep.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from backend import statefile
+from backend import sleep, statefile
 from backend.command import Launch
 from backend.logparse import LogParser, is_permanent, launch_marker
 from backend.settings import Settings
@@ -97,6 +98,7 @@ class Supervisor:
         self.gpus = gpus
         self.gpu_release: dict[str, Any] | None = None
         self._cmdline = statefile.cmdline(os.getpid())  # re-attach checks it with the start time
+        self.sleep = sleep.SleepControl(bool(settings.server.get("enable_sleep_mode")))
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
@@ -142,6 +144,7 @@ class Supervisor:
             "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
                                                  "max_concurrency", "max_concurrency_tokens",
                                                  "weights_gib", "weights_seconds", "phase")},
+            **self.sleep.fields(self.state),
         }
 
     def _write_state(self) -> None:
@@ -158,6 +161,7 @@ class Supervisor:
         self._health_fail_since = None
         self.started_at = time.time()
         self._launch_failed = asyncio.Event()
+        self.sleep.reset()
         self.proc = await asyncio.create_subprocess_exec(
             *self.launch.argv, env=self.launch.full_env(), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -218,7 +222,7 @@ class Supervisor:
                                             self.state_path.parent / "startups.json")
                 elif ok:
                     self._health_fail_since = None
-                elif self.state == "ready":
+                elif self.state == "ready" and not self.sleep.busy:  # asleep, or going to sleep: not failed
                     self._health_fail_since = self._health_fail_since or now
                     if now - self._health_fail_since > grace:
                         self.failure = {"kind": "engine_dead", "message": f"/health failing for {grace:.0f} s",
@@ -387,8 +391,17 @@ class Supervisor:
     def request_stop(self) -> None:
         self._stop_requested.set()
 
+    def control_requested(self) -> asyncio.Task | None:
+        """SIGUSR1: a sleep / wake request waits in the request file (backend/sleep.py)."""
+        req = sleep.take_request(self.state_path)
+        if req:
+            self._control_task = asyncio.ensure_future(self.sleep.handle(self, req))  # held: not collected
+            return self._control_task
+        return None
+
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, lambda: None)  # an SSH drop never stops the server
+        loop.add_signal_handler(sleep.CONTROL_SIGNAL, self.control_requested)

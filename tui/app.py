@@ -16,7 +16,7 @@ from tui.screens.main import MainScreen
 from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
-RUNNING = ("starting", "ready", "backoff")
+RUNNING = ("starting", "ready", "backoff", "sleeping")
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 
 

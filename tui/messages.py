@@ -114,3 +114,11 @@ class BenchFinished(Message):
     def __init__(self, report: dict | None, error: str | None = None) -> None:
         super().__init__()
         self.report, self.error = report, error
+
+
+class ReportReady(Message):
+    """The triage report (backend/report.py) as Markdown, with what was redacted; or why it could not be built."""
+
+    def __init__(self, text: str | None, redactions: str = "", error: str | None = None) -> None:
+        super().__init__()
+        self.text, self.redactions, self.error = text, redactions, error

@@ -23,4 +23,4 @@ def style(app: Any, name: str, extra: str = "") -> str:
 
 # the theme variable for each server state
 STATE_COLOUR = {"ready": "success", "starting": "warning", "stopping": "warning", "failed": "error",
-                "backoff": "secondary", "stopped": ""}
+                "backoff": "secondary", "stopped": "", "sleeping": "primary"}

@@ -191,7 +191,8 @@ def cmd_status(args) -> int:
     else:
         print(f"state: {st['state']}" + (f" ({st.get('detail')})" if st.get("detail") else ""))
         for key in ("base_url", "pid", "supervisor_pid", "uptime_s", "restarts", "kv_cache_tokens",
-                    "max_concurrency", "log_path", "note"):
+                    "max_concurrency", "log_path", "note", "sleep_level", "gpu_memory_freed_bytes",
+                    "wake_seconds"):
             if st.get(key) is not None:
                 print(f"{key}: {st[key]}")
         m = st.get("metrics") or {}
@@ -205,7 +206,7 @@ def cmd_status(args) -> int:
             print(f"failure: {f.get('kind')}: {f.get('message')}\nfix: {f.get('fix')}")
         elif st.get("last_failure"):  # an earlier attempt failed; a new one runs
             print(f"last failure: {_failure_text(st['last_failure'])}")
-    return 0 if st["state"] in ("ready", "starting", "stopped") else 1
+    return 0 if st["state"] in ("ready", "starting", "stopped", "sleeping") else 1
 
 
 def cmd_stop(args) -> int:
@@ -255,6 +256,40 @@ def _stop_orphans(args) -> int:
                                         if p.pid in targets))
         print(done.summary())
     return 0 if done.ok else 1
+
+
+def _sleep_wake(args, action: str) -> int:
+    """sleep / wake: the supervisor does it (backend/sleep.py); this asks and prints its answer."""
+    from backend import sleep
+
+    try:
+        op = sleep.request(action, getattr(args, "level", None))
+    except sleep.SleepError as e:
+        if args.json:
+            _print_json({"ok": False, "action": action, "message": str(e)})
+        _err(str(e))
+        return 1
+    if args.json:
+        _print_json(op)
+    elif op.get("ok"):
+        print(op.get("message"))
+    else:
+        _err(f"{action} failed: {op.get('message')}")
+    return 0 if op.get("ok") else 1
+
+
+def cmd_sleep(args) -> int:
+    return _sleep_wake(args, "sleep")
+
+
+def cmd_wake(args) -> int:
+    return _sleep_wake(args, "wake")
+
+
+def cmd_report(args) -> int:
+    from backend.report import run_report
+
+    return run_report(load_settings(args), as_json=args.json, out=args.out, redact=not args.no_redact)
 
 
 def attempt_log(n: int, data: dict | None = None) -> tuple[str | None, str]:
@@ -439,6 +474,19 @@ def _stop_args(p: argparse.ArgumentParser) -> None:
     _json_arg(p)
 
 
+def _sleep_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=int, choices=(1, 2), default=1,
+                   help="1: weights to CPU RAM, KV cache dropped (default); 2: both dropped")
+    _json_arg(p)
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="FILE", help="write the report to FILE instead of printing it")
+    p.add_argument("--no-redact", action="store_true",
+                   help="keep home paths, user and host names, IP addresses, keys and tokens, the model path")
+    _json_arg(p)
+
+
 def _logs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument("-n", type=int, default=50, help="lines to print first (default 50)")
@@ -482,5 +530,9 @@ COMMANDS = {
     "chat": (cmd_chat, "stream one chat completion from the server", _chat_args),
     "bench": (cmd_bench, "load test: N streaming requests, C in flight, beside the ledger's prediction",
               _bench_args),
+    "sleep": (cmd_sleep, "free the GPUs without stopping: vLLM's sleep mode (server.enable_sleep_mode)",
+              _sleep_args),
+    "wake": (cmd_wake, "bring a sleeping server back to READY", _json_arg),
+    "report": (cmd_report, "a paste-ready triage report (Markdown), redacted", _report_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
 }

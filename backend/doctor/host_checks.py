@@ -225,7 +225,7 @@ def check_server(ctx: Context) -> Check:
     failure = st.get("failure") or {}
     if state == "stopped":
         return Check("server", "ok", "not running" + note)
-    if state in ("ready", "starting", "stopping"):
+    if state in ("ready", "starting", "stopping", "sleeping"):
         up = f", up {st['uptime_s']:.0f} s" if isinstance(st.get("uptime_s"), (int, float)) else ""
         return Check("server", "ok", f"{state} at {where} (vLLM pid {st.get('pid')}{up})" + note)
     if state in ("failed", "backoff"):

@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
-from tui.messages import ChatFinished, GpusSampled, MetricsSampled, PlanReady, ServerPolled
+from tui.messages import ActionFinished, ChatFinished, GpusSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
@@ -33,7 +33,7 @@ from tui.widgets.status_bar import StatusBar
 
 POLL_S = 0.2
 NARROW_W = 100  # below this many columns the side column becomes the one-line strip
-LIVE = ("starting", "ready", "backoff", "stopping")
+LIVE = ("starting", "ready", "backoff", "stopping", "sleeping")
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
@@ -52,6 +52,8 @@ class MainScreen(ServerActions, Screen):
         Binding("slash", "search", "Search log", id="search"),
         Binding("l", "cycle_level", "Level filter", id="level"),
         Binding("p", "toggle_prefix", "Log prefix", id="prefix"),
+        Binding("t", "report", "Report", id="report"),
+        Binding("z", "sleep_wake", "Sleep/Wake", id="sleep"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
         Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input
@@ -204,6 +206,30 @@ class MainScreen(ServerActions, Screen):
         from tui.screens.doctor import DoctorScreen
 
         self.app.push_screen(DoctorScreen())
+
+    def action_report(self) -> None:
+        from tui.screens.report import ReportScreen
+
+        self.app.push_screen(ReportScreen())
+
+    def action_sleep_wake(self) -> None:
+        """z: a READY server goes to sleep (level 1: the GPUs freed, weights kept in RAM); a sleeping one wakes."""
+        state = self.state.get("state")
+        if state not in ("ready", "sleeping"):
+            self.notify("sleep needs a READY server (and server.enable_sleep_mode = true)", severity="warning")
+            return
+        if self.busy:
+            self.notify("busy: wait for the last action to finish", severity="warning")
+            return
+        self.busy = True
+        action = "wake" if state == "sleeping" else "sleep"
+        self.notify(f"{action}…")
+        self.sleep_worker(action)
+
+    @work(group="action", exclusive=True, exit_on_error=False)
+    async def sleep_worker(self, action: str) -> None:
+        ok, text = await asyncio.to_thread(self.app.client.sleep_wake, action)
+        self.post_message(ActionFinished(action, text, error=not ok))
 
     def action_chat(self) -> None:
         tabs = self.query_one(TabbedContent)

@@ -1,0 +1,89 @@
+"""ReportScreen: `qwen-tui report` in the console (key t). The redacted triage report (backend/report.py), to
+read, save to a file (`w`, into the state dir) or copy (`y`: OSC 52 through SSH, and the local clipboard when
+there is one). `esc` closes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, TextArea
+
+from tui.messages import ReportReady
+from tui.palette import style
+
+
+class ReportScreen(ModalScreen[None]):
+    CSS_PATH = "report.tcss"
+    BINDINGS = [Binding("w", "save", "Save to a file", id="save"),
+                Binding("y", "copy", "Copy", id="copy"),
+                Binding("escape", "dismiss", "Close", id="close")]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("building the report (doctor, plan, log)…", id="summary")
+            yield TextArea("", read_only=True, soft_wrap=False, id="report")
+            yield Label("w: save to a file   y: copy   esc: close   (read it before you paste it)", id="keys")
+
+    def on_mount(self) -> None:
+        self.build_report()
+
+    @work(group="report", exclusive=True, exit_on_error=False)
+    async def build_report(self) -> None:
+        from backend.report import build
+
+        try:
+            text, _, red = await asyncio.to_thread(build, self.app.settings, True, self.app.gpus)
+            self.post_message(ReportReady(text, red.summary() if red else "not redacted"))
+        except Exception as e:  # the report never raises by design; say so if it does
+            self.post_message(ReportReady(None, error=f"{type(e).__name__}: {e}"))
+
+    @on(ReportReady)
+    def show(self, message: ReportReady) -> None:
+        summary = self.query_one("#summary", Label)
+        if message.error or message.text is None:
+            summary.update(Text(f"the report could not be built: {message.error}", style(self.app, "error", "bold")))
+            return
+        self.text = message.text
+        self.query_one(TextArea).load_text(message.text)
+        summary.update(Text(f"{len(message.text.splitlines())} lines; redacted: {message.redactions}", "bold"))
+
+    def action_save(self) -> None:
+        from backend import paths
+
+        if self.text is None:
+            self.notify("the report is not ready yet", severity="warning")
+            return
+        path = paths.state_dir() / f"report-{time.strftime('%Y%m%d-%H%M%S')}.md"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.text + "\n", encoding="utf-8")
+        except OSError as e:
+            self.notify(f"cannot write {path}: {e.strerror}", severity="error")
+            return
+        self.notify(f"saved to {path}", timeout=10)
+
+    def action_copy(self) -> None:
+        if self.text is None:
+            self.notify("the report is not ready yet", severity="warning")
+            return
+        self.app.copy_to_clipboard(self.text)  # OSC 52: reaches the SSH client's terminal
+        how = "OSC 52 (in tmux: set -g set-clipboard on)"
+        try:
+            import pyperclip
+
+            pyperclip.copy(self.text)
+            how += " and this machine's clipboard"
+        except Exception:  # noqa: BLE001 - a headless box has no local clipboard; OSC 52 still went out
+            pass
+        self.notify(f"copied {len(self.text)} characters: {how}", timeout=8)
