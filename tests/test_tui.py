@@ -244,3 +244,22 @@ async def test_question_mark_toggles_the_keys_panel(qhome):
         assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 1)
         await pilot.press("question_mark")
         assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 0)
+
+
+async def test_the_last_attempts_failure_stays_on_screen_while_the_next_one_starts(qhome):
+    """Issue 9: between two attempts the FAILED state lasts a moment; the banner keeps saying why
+    the last one failed while the supervisor tries again, then clears when the server is READY."""
+    from tui.widgets.failure_banner import FailureBanner
+
+    last = {"attempt": 1, "kind": "memory_in_use", "message": "Free memory on device ... less than desired",
+            "fix": "qwen-tui stop --orphans", "log_path": "/x/vllm-1.log"}
+    polls = [Poll(state={"state": "starting", "attempt": 2, "last_failure": last})] * 20 + \
+        [Poll(state=dict(READY, last_failure=last), parsed=PARSED)]
+    app, _ = app_with(polls, qhome)
+    async with app.run_test(size=(120, 40)) as pilot:
+        banner = app.screen.query_one(FailureBanner)
+        assert await wait_until(pilot, lambda: banner.has_class("-shown"))
+        text = str(banner.render())
+        assert "attempt 1 FAILED: memory_in_use" in text and "stop --orphans" in text
+        assert banner.has_class("-earlier")
+        assert await wait_until(pilot, lambda: not banner.has_class("-shown"), tries=100)

@@ -344,9 +344,14 @@ class MainScreen(ServerActions, Screen):
                 self._show_ledger()
         self._show_status()
         self._show_strip()
-        failure = poll.state.get("failure") if poll.state.get("state") in ("failed", "backoff") else None
-        self.query_one(FailureBanner).show(failure or (poll.parsed.get("failure")
-                                                       if poll.state.get("state") == "failed" else None))
+        state = poll.state.get("state")
+        failure = poll.state.get("failure") if state in ("failed", "backoff") else None
+        failure = failure or (poll.parsed.get("failure") if state == "failed" else None)
+        last = poll.state.get("last_failure")
+        if not failure and last and state in ("starting", "backoff"):  # why the last attempt failed
+            self.query_one(FailureBanner).show(last, earlier=True)
+        else:
+            self.query_one(FailureBanner).show(failure)
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
