@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from backend import statefile
@@ -28,23 +27,45 @@ class Poll:
     timeline: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # phase, start, s
 
 
+def _stale(why: str | None) -> bool:
+    return bool(why) and why.startswith("stale state file")
+
+
+def _died(last: dict[str, Any]) -> dict[str, Any]:
+    """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
+    from backend import procs
+
+    left = statefile.leftovers(last)
+    infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
+    what = ("; it left " + ", ".join(f"pid {i.pid} {i.role}" for i in infos) + " running") if infos else \
+        "; nothing it started is left"
+    return {"kind": "supervisor_died",
+            "message": f"the supervisor (pid {last.get('supervisor_pid')}) died while "
+                       f"{last.get('state')}{what}",
+            "fix": ("`qwen-tui stop --orphans` stops what it left, then start again" if infos
+                    else "start the server again"),
+            "left": [{"pid": i.pid, "role": i.role, "cmdline": i.cmdline} for i in infos]}
+
+
 def status() -> dict[str, Any]:
     """The contract of `qwen-tui status --json`."""
     data, why = statefile.read_live(cleanup=False)
     if data is None:
         last = statefile.read() or {}
-        state = "failed" if last.get("state") == "failed" else "stopped"
+        died = _died(last) if last.get("state") in statefile.RUNNING and _stale(why) else None
+        state = "failed" if last.get("state") == "failed" or died else "stopped"
+        failure = died or (last.get("failure") if state == "failed" else None)
         return {"state": state, "pid": None, "supervisor_pid": None, "port": last.get("port"),
-                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts", 0),
-                "log_path": last.get("log_path"), "detail": last.get("detail"),
-                "failure": last.get("failure") if state == "failed" else None,
+                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts") or 0,
+                "log_path": last.get("log_path"), "detail": failure["message"] if died else last.get("detail"),
+                "failure": failure, "left": died["left"] if died else [],
                 "kv_cache_tokens": None, "max_concurrency": None, "note": why}
     figures = dict(data.get("figures") or {})
     started = data.get("started_at")
     return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
             "port": data.get("port"), "base_url": data.get("base_url"),
             "uptime_s": round(time.time() - started, 1) if started else None,
-            "restarts": data.get("restarts", 0), "log_path": data.get("log_path"),
+            "restarts": data.get("restarts") or 0, "log_path": data.get("log_path"),
             "detail": data.get("detail"), "failure": data.get("failure"),
             "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
             "served_model_name": data.get("served_model_name"),
@@ -81,17 +102,26 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
 
 
 def stop(timeout: float | None = None) -> tuple[bool, str]:
-    """Ask the supervisor to stop the server and wait for it; (ok, what was done)."""
+    """Ask the supervisor to stop the server and wait for it; (ok, what was done). Only a trusted
+    live supervisor is signalled; a dead one's leftovers are listed, not guessed at."""
     data, why = statefile.read_live(cleanup=False)
     if data is None:
+        last = statefile.read() or {}
+        if last.get("state") in statefile.RUNNING and _stale(why):
+            died = _died(last)
+            return not died["left"], f"{died['message']}; fix: {died['fix']}"
         return True, "not running" + (f" ({why})" if why else "")
     pid = data["supervisor_pid"]
-    stop_timeout = float((data.get("settings") or {}).get("console", {}).get("stop_timeout", 30))
+    stop_timeout = (data.get("settings") or {}).get("console", {}).get("stop_timeout", 30)
+    if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not 0 <= stop_timeout < 1e5:
+        stop_timeout = 30
     try:
         os.kill(pid, 15)
     except ProcessLookupError:
         return True, "not running"
-    limit = timeout or stop_timeout + 20
+    except PermissionError:
+        return False, f"no permission to signal the supervisor (pid {pid})"
+    limit = timeout or float(stop_timeout) + 20
     deadline = time.time() + limit
     while time.time() < deadline:
         if not statefile.pid_matches(pid, data.get("supervisor_create_time")):
@@ -118,7 +148,9 @@ class LogFollower:
 
     def poll(self, path: str | None) -> tuple[list[str], bool]:
         new_log = False
-        if path and path != self.path and Path(path).exists():
+        safe = statefile.safe_log_path(path)  # only a log under this state dir, whatever the file says
+        path = str(safe) if safe else None
+        if path and path != self.path:
             self.close()
             self.path, self._partial, new_log = path, "", True
             self.parser = LogParser()

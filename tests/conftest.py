@@ -1,4 +1,5 @@
 import os
+import time
 import sys
 from pathlib import Path
 
@@ -32,3 +33,41 @@ def vllm_lock():
     with open("/tmp/qwen-tui-vllm.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
+
+
+FAKE_SUPERVISOR = "import time\nwhile True:\n    time.sleep(1)\n"
+
+
+@pytest.fixture
+def fake_supervisor(tmp_path):
+    """A process whose command line is a supervisor's (`python -m backend.cli serve --quiet`) but
+    that only sleeps: a package `backend.cli` of its own, first on its path. Returns a function
+    `write(**state)` that writes a state file naming it (pid, start time, command line); `.proc`."""
+    import subprocess
+
+    import psutil
+
+    from backend import statefile
+
+    pkg = tmp_path / "fake-supervisor"
+    (pkg / "backend" / "cli").mkdir(parents=True)
+    (pkg / "backend" / "__init__.py").write_text("")
+    (pkg / "backend" / "cli" / "__init__.py").write_text("")
+    (pkg / "backend" / "cli" / "__main__.py").write_text(FAKE_SUPERVISOR)
+    env = dict(os.environ, PYTHONPATH=str(pkg))
+    proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "serve", "--quiet"], cwd=pkg, env=env)
+    deadline = time.time() + 10
+    while "serve" not in psutil.Process(proc.pid).cmdline() and time.time() < deadline:
+        time.sleep(0.02)
+    me = psutil.Process(proc.pid)
+
+    def write(path=None, **state):
+        data = {"state": "ready", "supervisor_pid": proc.pid, "supervisor_create_time": me.create_time(),
+                "supervisor_cmdline": " ".join(me.cmdline()), **state}
+        statefile.write(data, path)
+        return data
+
+    write.proc = proc
+    yield write
+    proc.kill()
+    proc.wait()

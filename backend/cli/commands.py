@@ -237,10 +237,15 @@ def _stop_orphans(args) -> int:
 
 
 def cmd_logs(args) -> int:
-    data = statefile.read() or {}
-    path = data.get("log_path")
-    if not path or not Path(path).exists():
-        _err("no server log yet")
+    data, problem = statefile.read_checked()
+    if problem:
+        _err(f"untrusted state file {statefile.state_path()}: {problem}")
+        return 1
+    named = (data or {}).get("log_path")
+    path = statefile.safe_log_path(named)
+    if path is None:
+        _err(f"the state file names {named}, which is not a log under {statefile.logs_dir()}: not read"
+             if named and Path(named).exists() else "no server log yet")
         return 1
     from collections import deque
 
@@ -255,7 +260,7 @@ def cmd_logs(args) -> int:
                 sys.stdout.flush()
                 continue
             time.sleep(0.2)
-            now = (statefile.read() or {}).get("log_path")
+            now = statefile.safe_log_path((statefile.read() or {}).get("log_path"))
             if now and now != path:  # a restart began a new log
                 path = now
                 f.close()
