@@ -206,6 +206,12 @@ class ServerClient:
 
         return orphans.kill(pids, found, monitor=gpus)
 
+    def stop_supervisor(self, info: Any) -> str:
+        """SIGTERM another live supervisor of this user (backend.owners.SupervisorInfo) and wait."""
+        from backend import owners
+
+        return owners.stop_supervisor(info)
+
     def stop(self) -> str:
         ok, msg = stop()
         return msg if ok else f"stop failed: {msg}"

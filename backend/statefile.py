@@ -150,7 +150,8 @@ def is_supervisor_argv(argv: list[str]) -> bool:
     """A `qwen-tui ... serve` (console script or `python -m backend.cli`) command line."""
     for i, arg in enumerate(argv):
         if (arg == "-m" and argv[i + 1: i + 2] == ["backend.cli"]) or os.path.basename(arg) == "qwen-tui":
-            return "serve" in argv[i + 1:]
+            rest = argv[i + 1:]
+            return "serve" in rest and "--detach" not in rest  # --detach only launches one
     return False
 
 

