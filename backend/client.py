@@ -74,11 +74,31 @@ def status() -> dict[str, Any]:
             "max_concurrency": figures.get("max_concurrency")}
 
 
+def without_key(global_argv: list[str]) -> tuple[list[str], str | None]:
+    """The options without any `--set server.api_key=...` (argv is readable by every local user),
+    and the key it carried."""
+    out, key, i = [], None, 0
+    while i < len(global_argv):
+        arg = global_argv[i]
+        if arg == "--set" and i + 1 < len(global_argv) and \
+                global_argv[i + 1].split("=", 1)[0].strip() == "server.api_key":
+            key = global_argv[i + 1].split("=", 1)[1].strip().strip("'\"")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out, key
+
+
 def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,
                    allow_orphans: bool = False) -> dict[str, Any]:
     """Spawn `qwen-tui serve` in its own session; return its first state. Raises RuntimeError
     with the supervisor's own words when it refuses (a server already runs, orphans hold memory,
     a setting this vLLM does not accept)."""
+    global_argv, key = without_key(global_argv)
+    env = dict(os.environ)
+    if key is not None and "QWEN_TUI_API_KEY" not in env:
+        env["QWEN_TUI_API_KEY"] = key  # a --set key travels by environment, never in the supervisor's argv
     argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet"]
     if allow_orphans:
         argv.append("--allow-orphans")
@@ -88,7 +108,7 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
     out_path = statefile.logs_dir() / "supervisor.log"
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, cwd=os.getcwd())
+                                start_new_session=True, cwd=os.getcwd(), env=env)
     deadline = time.time() + timeout
     while time.time() < deadline:
         data = statefile.read()

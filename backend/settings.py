@@ -64,7 +64,8 @@ SERVER: dict[str, Key] = {
     "swap_space": Key((int, float), None, "CPU swap GiB per GPU (removed in vLLM 0.18)"),
     "cpu_offload_gb": Key((int, float), None, "GiB of weights per GPU kept in CPU memory"),
     "quantization": Key(str, None, "quantization method (awq, gptq, fp8, ...)"),
-    "api_key": Key(str, None, "require this key on /v1 (health and metrics stay open)"),
+    "api_key": Key(str, None, "require this key on /v1 (prefer api_key_file; health and metrics stay open)"),
+    "api_key_file": Key(str, None, "file holding the API key, mode 0600 (`qwen-tui gen-key` writes one)"),
     "trust_remote_code": Key(bool, None, "run the model repo's own code"),
     "download_dir": Key(str, None, "where weights are downloaded"),
     "seed": Key(int, None, "random seed"),
@@ -176,8 +177,19 @@ class Settings:
             host = f"[{host}]"
         return f"http://{host}:{self.server['port']}"
 
+    @property
+    def api_key(self) -> str | None:
+        """The key the console sends ($QWEN_TUI_API_KEY, server.api_key_file, server.api_key)."""
+        from backend import apikey
+
+        return apikey.resolve(self, strict=False)
+
     def snapshot(self) -> dict[str, Any]:
-        return {"server": copy.deepcopy(self.server), "console": dict(self.console),
+        """The settings as recorded in the state file: any key shown as <hidden>."""
+        server = copy.deepcopy(self.server)
+        if server.get("api_key"):
+            server["api_key"] = "<hidden>"
+        return {"server": server, "console": dict(self.console),
                 "planner": dict(self.planner), "chat": dict(self.chat), "demo": self.demo}
 
 

@@ -185,8 +185,9 @@ class Supervisor:
         interval = float(self.settings.console["health_interval_s"])
         grace = float(self.settings.console["health_grace_s"])
         headers = {}
-        if self.settings.server.get("api_key"):
-            headers["Authorization"] = f"Bearer {self.settings.server['api_key']}"
+        key = self.launch.secret_env.get("VLLM_API_KEY")  # the key this launch was given
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
         async with httpx.AsyncClient(base_url=self.settings.base_url, trust_env=False,
                                      timeout=httpx.Timeout(3.0), headers=headers) as client:
             while self.proc and self.proc.returncode is None:

