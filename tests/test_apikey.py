@@ -171,3 +171,25 @@ def test_doctor_warns_about_exposure_and_readable_key_files(qhome, keyfile):
     keyfile.chmod(0o640)
     assert check(f"server.api_key_file={keyfile}").status == "warn"
     assert check(f"server.api_key_file={keyfile}.missing").status == "fail"
+
+
+async def test_the_console_asks_before_starting_reachable_without_a_key(qhome):
+    from test_tui import app_with, wait_until
+    from tui.screens.exposure import ExposureScreen
+    from tui.screens.main import MainScreen
+
+    from backend.client import Poll
+
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome, "server.host=0.0.0.0")
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, ExposureScreen))
+        assert "reachable from the network without a key" in str(app.screen.query_one("#warning").render())
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await pilot.pause(0.2)
+        assert client.actions == []
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, ExposureScreen))
+        await pilot.press("y")
+        assert await wait_until(pilot, lambda: client.actions == ["start"])
