@@ -104,7 +104,7 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
         argv.append("--allow-orphans")
     if restart:
         argv += ["--restart", restart]
-    statefile.logs_dir().mkdir(parents=True, exist_ok=True)
+    statefile.ensure_private_dirs()
     out_path = statefile.logs_dir() / "supervisor.log"
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,

@@ -46,8 +46,21 @@ def logs_dir() -> Path:
     return paths.state_dir() / "logs"
 
 
+def ensure_private_dirs() -> None:
+    """The state dir and its logs/ exist and are user-only (0700): logs may hold prompts."""
+    for d in (paths.state_dir(), logs_dir()):
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            if d.stat().st_uid == os.geteuid() and d.stat().st_mode & 0o077:
+                d.chmod(0o700)
+        except OSError:
+            pass
+
+
 def write(data: dict[str, Any], path: Path | None = None) -> None:
     path = path or state_path()
+    if path == state_path():
+        ensure_private_dirs()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = dict(data, updated_at=time.time())
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -138,7 +138,9 @@ def cycle(action: str, home: str, timeout: float) -> dict:
     out["leftovers"] = [] if left else ours(home)
     orphans = cli("stop", "--orphans", "--list", "--json")
     try:
-        out["orphans"] = [p["pid"] for p in json.loads(orphans.stdout)["orphans"]["processes"]]
+        # what no live supervisor owns (another user's or another supervisor's server is not ours)
+        out["orphans"] = [p["pid"] for p in json.loads(orphans.stdout)["orphans"]["processes"]
+                          if not p.get("refusal")]
     except (ValueError, KeyError):
         out["orphans"] = ["?"]
     if out["leftovers"]:  # clean up so the next cycle starts from nothing

@@ -25,7 +25,9 @@ def keyed(tmp_path_factory, vllm_lock):
     home = tmp_path_factory.mktemp("e2e-key-home")
     old = os.environ.get("QWEN_TUI_HOME")
     os.environ["QWEN_TUI_HOME"] = str(home)
-    assert not procs.find_vllm_processes(), "vLLM processes are already running on this machine"
+    from backend import owners
+
+    assert not owners.start_blockers("127.0.0.1", 8011), "port 8011 is taken"
     keyfile = home / "api_key"
     outputs = []
     r = cli("gen-key", "--file", str(keyfile))
@@ -37,10 +39,14 @@ def keyed(tmp_path_factory, vllm_lock):
     assert r.returncode == 0, r.stderr
     st = wait_state({"ready", "failed"}, START_TIMEOUT)
     assert st["state"] == "ready", st
+    pgid = os.getpgid(st["pid"])
     yield {"key": key, "opts": opts, "home": home, "status": st, "outputs": outputs}
     cli("stop", timeout=120)
-    for p in procs.find_vllm_processes():
-        p.kill()
+    for pid in procs.group_members(pgid):  # never leave this test's server behind
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
     if old is None:
         os.environ.pop("QWEN_TUI_HOME", None)
     else:

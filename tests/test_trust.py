@@ -89,8 +89,10 @@ def test_a_file_another_user_owns_is_not_trusted_even_by_root(qhome, fake_superv
 
 
 def test_the_supervisor_writes_its_state_user_only(qhome):
+    statefile.logs_dir().mkdir(parents=True, mode=0o755)
     statefile.write({"state": "stopped"})
     assert statefile.state_path().stat().st_mode & 0o777 == 0o600
+    assert statefile.logs_dir().stat().st_mode & 0o777 == 0o700  # logs may hold prompts
 
 
 def test_logs_reads_only_files_under_the_state_dir(qhome, tmp_path):
@@ -173,3 +175,11 @@ def test_after_the_supervisor_is_killed_status_says_so_and_lists_what_it_left(qh
     assert _alive(api)  # listed, not guessed at
     r = _cli("status")
     assert r.returncode == 1 and "died" in r.stdout
+
+
+def test_pids_a_live_supervisor_is_still_reaping_count_as_owned(qhome, spawn, fake_supervisor):
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    left = [tree.pids["engine"], tree.pids["tp0"], tree.pids["tp1"]]  # what a killed API server left
+    fake_supervisor(state="failed", reaping_pids=left)
+    found = orphans.scan({}, monitor=NoNvml())
+    assert not set(found.pids) & set(left) and tree.pids["api"] in found.pids
