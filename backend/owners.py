@@ -143,16 +143,15 @@ def port_holders(port: int) -> list[tuple[int, str]]:
 
 def start_blockers(host: str, port: int, supervisors: list[SupervisorInfo] | None = None,
                    bind: Any = None, holders: Any = None) -> list[str]:
-    """Why a server may not start on ``host:port`` now: another live supervisor on that port (or
-    one whose port cannot be read), or a process already listening there; each with its owner."""
+    """Why a server may not start on ``host:port`` now: another live supervisor on that port (even
+    while its server is down, in backoff), or a process already listening there; each with its owner."""
     from backend.doctor.context import probe_bind
 
     sups = live_supervisors() if supervisors is None else supervisors
     out = []
-    for s in sups:
-        if s.port is None or s.port == port:
-            on = f"port {port}" if s.port == port else "an unknown port"
-            out.append(f"another {s.describe()} serves {on}; stop it first: {s.stop_hint()}")
+    for s in sups:  # one whose port cannot be read (another user's) is caught by the bind below
+        if s.port == port:
+            out.append(f"another {s.describe()} serves port {port}; stop it first: {s.stop_hint()}")
     err = (bind or probe_bind)(host, port)
     if err is not None and getattr(err, "errno", None) == errno.EADDRINUSE:
         found = (holders or port_holders)(port)
@@ -166,6 +165,13 @@ def start_blockers(host: str, port: int, supervisors: list[SupervisorInfo] | Non
     return out
 
 
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
 def stop_supervisor(info: SupervisorInfo, timeout: float = 60.0) -> str:
     """SIGTERM one supervisor (it stops its own server, verified), then wait for it to exit.
     Refused for another user's supervisor, or a pid that is no longer that supervisor."""
@@ -176,7 +182,7 @@ def stop_supervisor(info: SupervisorInfo, timeout: float = 60.0) -> str:
     os.kill(info.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not statefile.pid_matches(info.pid, info.create_time) or not statefile.is_supervisor(info.pid):
+        if not statefile.pid_matches(info.pid, info.create_time) or _zombie(info.pid):
             return f"supervisor pid {info.pid} stopped its server and exited"
         time.sleep(0.1)
     return f"supervisor pid {info.pid} got SIGTERM but has not exited after {timeout:.0f} s"

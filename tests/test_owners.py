@@ -34,7 +34,7 @@ def test_another_state_dirs_server_is_listed_with_its_owner_and_never_offered(qh
     other_supervisor(path=other_supervisor.home / "state" / "server.json", port=8123,
                      pid=tree.pids["api"], pgid=tree.pgid)
     found = orphans.scan({}, monitor=NoNvml())
-    sup = found.supervisors[0]
+    sup = next(s for s in found.supervisors if s.pid == other_supervisor.proc.pid)
     assert sup.pid == other_supervisor.proc.pid and sup.port == 8123
     assert sup.state_dir == str(other_supervisor.home / "state")
     assert tree.pids["engine"] in [p.pid for p in found.processes]  # listed ...
@@ -53,10 +53,11 @@ def test_another_state_dirs_server_is_listed_with_its_owner_and_never_offered(qh
 def test_another_supervisor_on_the_port_blocks_a_start(qhome, other_supervisor):
     other_supervisor(path=other_supervisor.home / "state" / "server.json", port=8123)
     free = lambda host, port: None  # noqa: E731
-    blocked = owners.start_blockers("127.0.0.1", 8123, bind=free)
+    sups = [s for s in owners.live_supervisors() if s.pid == other_supervisor.proc.pid]  # not other helpers'
+    blocked = owners.start_blockers("127.0.0.1", 8123, supervisors=sups, bind=free)
     assert len(blocked) == 1 and f"supervisor pid {other_supervisor.proc.pid}" in blocked[0]
     assert str(other_supervisor.home / "state") in blocked[0] and "stop it first" in blocked[0]
-    assert owners.start_blockers("127.0.0.1", 8124, bind=free) == []
+    assert owners.start_blockers("127.0.0.1", 8124, supervisors=sups, bind=free) == []
 
 
 def test_a_bound_port_blocks_a_start_and_names_its_owner(qhome):
@@ -99,6 +100,6 @@ def test_another_users_process_is_never_offered(qhome):
 def test_stop_supervisor_sends_term_to_that_supervisor_only(qhome, other_supervisor):
     sup = next(s for s in owners.live_supervisors() if s.pid == other_supervisor.proc.pid)
     assert "exited" in owners.stop_supervisor(sup, timeout=5)
-    assert other_supervisor.proc.poll() is not None
+    assert other_supervisor.proc.wait(timeout=5) == -15
     with pytest.raises(ValueError, match="no longer that supervisor"):
         owners.stop_supervisor(sup, timeout=1)
