@@ -4,7 +4,6 @@ environment as VLLM_API_KEY, never in argv, output, the state file or the settin
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 

@@ -8,7 +8,6 @@ import time
 from dataclasses import replace
 from types import SimpleNamespace
 
-import psutil
 import pytest
 
 from backend import orphans, statefile
