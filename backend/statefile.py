@@ -177,13 +177,19 @@ def is_supervisor(pid: int) -> bool:
 
 
 def pid_matches(pid: Any, created: Any) -> bool:
-    """True only if `pid` runs now and started at `created` (a reused pid starts later)."""
+    """True only if `pid` runs now (not a zombie) and started at `created` (a reused pid starts later)."""
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
         return False
     if isinstance(created, bool) or not isinstance(created, (int, float)):
         return False
-    actual = create_time(pid)
-    return actual is not None and abs(actual - created) < 0.05
+    try:
+        proc = psutil.Process(pid)
+        actual = proc.create_time()
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False  # exited; its parent has not reaped it (a parent that died leaves it to init)
+    except (psutil.Error, ValueError, TypeError):
+        return False
+    return abs(actual - created) < 0.05
 
 
 def _set_aside(path: Path, suffix: str) -> None:

@@ -183,3 +183,17 @@ def test_pids_a_live_supervisor_is_still_reaping_count_as_owned(qhome, spawn, fa
     fake_supervisor(state="failed", reaping_pids=left)
     found = orphans.scan({}, monitor=NoNvml())
     assert not set(found.pids) & set(left) and tree.pids["api"] in found.pids
+
+
+def test_a_killed_supervisor_nobody_reaped_yet_counts_as_dead(qhome, fake_supervisor):
+    """A supervisor whose parent died is reaped by init, if ever: a zombie is not a live one."""
+    fake_supervisor()
+    fake_supervisor.proc.send_signal(signal.SIGKILL)  # not waited for: a zombie
+    for _ in range(100):
+        if psutil.Process(fake_supervisor.proc.pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.02)
+    st = client.status()
+    assert st["state"] == "failed" and st["failure"]["kind"] == "supervisor_died"
+    ok, msg = client.stop(timeout=1)
+    assert "died" in msg
