@@ -43,7 +43,7 @@ async def main():
         while True:  # press s (and f in any dialog before a start) until the server is starting
             await pilot.pause(2.0)
             if client.status()["state"] in ("stopped", "failed"):
-                await pilot.press("f" if app.screen is not app.screen_stack[0] else "s")
+                await pilot.press("s" if type(app.screen).__name__ == "MainScreen" else "f")
 
 asyncio.run(main())
 """
