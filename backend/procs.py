@@ -21,7 +21,7 @@ import psutil
 
 TITLE_PREFIX = "VLLM::"
 CMDLINE_MAX = 200
-_ATTRS = ["pid", "ppid", "name", "cmdline", "memory_info", "create_time"]
+_ATTRS = ["pid", "ppid", "name", "cmdline", "memory_info", "create_time", "uids"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class ProcInfo:
     # "api_server", "engine_core", "worker", "vllm" (another VLLM:: title) or "other";
     # decided from the full command line, before it is cut short
     role: str = "other"
+    uid: int | None = None  # its real user id (another user's process is never offered to kill)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ def _info(d: dict[str, Any]) -> ProcInfo:
         rss_bytes=mem.rss if mem is not None else None,
         create_time=d.get("create_time"),
         role=_role(d.get("name") or "", argv),
+        uid=d["uids"].real if d.get("uids") is not None else None,
     )
 
 

@@ -105,8 +105,9 @@ class Redactor:
     def for_settings(cls, settings: Any, extra_secrets: Iterable[str] = ()) -> Redactor:
         """This machine's home, user and host names, and the settings' key, secret env values and model."""
         secrets = list(extra_secrets)
-        if settings.server.get("api_key"):
-            secrets.append(str(settings.server["api_key"]))
+        key = getattr(settings, "api_key", None) or settings.server.get("api_key")  # key file/env too
+        if key:
+            secrets.append(str(key))
         env = dict(os.environ, **settings.env)
         secrets += [str(v) for k, v in env.items() if SECRET_NAME.search(k) and v]
         try:

@@ -31,6 +31,9 @@ CONSOLE_START_KEYS = {"gpu_interval_s", "log_max_lines"}
 RUNNING_STATES = ("starting", "ready", "backoff", "sleeping")
 
 _MISSING = object()
+# Shown masked: the value is never drawn on the screen, put in the editor or in a message.
+SECRET_KEYS = {("server", "api_key")}
+MASK = "•••••• (set)"
 
 
 def toml_text(value: Any) -> str:
@@ -138,8 +141,21 @@ class Row:
         return self.source in ("demo", "--set")
 
     @property
+    def secret(self) -> bool:
+        return (self.section, self.key) in SECRET_KEYS
+
+    @property
     def value_text(self) -> str:
+        if self.secret and self.value:
+            return MASK
         return toml_text(self.value) if self.value is not None else "(unset)"
+
+    @property
+    def file_text(self) -> str:
+        """The value written in the file (masked for a secret), or 'not set'."""
+        if not self.in_file:
+            return "not set"
+        return MASK if self.secret and self.file_value else toml_text(self.file_value)
 
     @property
     def default_text(self) -> str:
@@ -148,7 +164,10 @@ class Row:
     @property
     def edit_text(self) -> str:
         """What the editor starts with: the file's value, since that is what a save changes; a
-        value forced by --demo/--set is never offered for saving."""
+        value forced by --demo/--set is never offered for saving. A secret starts empty (type a
+        new one; empty removes it)."""
+        if self.secret:
+            return ""
         if self.forced:
             return toml_text(self.file_value if self.in_file else self.default)
         return toml_text(self.value)
@@ -269,14 +288,17 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
     save_edit(path, edit)
     new = reload(settings, path)
     dotted = f"{section}.{key}"
-    shown = "removed (default applies)" if edit.unset else f"= {toml_text(edit.value)}"
+    secret = (section, key) in SECRET_KEYS
+    shown = ("removed (default applies)" if edit.unset else
+             f"= {MASK}" if secret else f"= {toml_text(edit.value)}")
     note = f"{dotted} {shown}, saved to {path}"
     forced = set_keys(settings).get((section, key)) or ((section, key) in demo_keys(settings) and "--demo")
     if forced:
-        note += f"; this run keeps {toml_text(getattr(new, section).get(key)) or '(unset)'} ({forced})"
+        kept = MASK if secret else (toml_text(getattr(new, section).get(key)) or "(unset)")
+        note += f"; this run keeps {kept} ({forced})"
     else:
         note += f"; used {effect(section, key)}"
-    return Saved(path, dotted, "" if edit.unset else toml_text(edit.value), new,
+    return Saved(path, dotted, "" if edit.unset else (MASK if secret else toml_text(edit.value)), new,
                  needs_restart(section, key) and not forced, note)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import os
+import re
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -62,7 +64,8 @@ SERVER: dict[str, Key] = {
     "swap_space": Key((int, float), None, "CPU swap GiB per GPU (removed in vLLM 0.18)"),
     "cpu_offload_gb": Key((int, float), None, "GiB of weights per GPU kept in CPU memory"),
     "quantization": Key(str, None, "quantization method (awq, gptq, fp8, ...)"),
-    "api_key": Key(str, None, "require this key on /v1 (health and metrics stay open)"),
+    "api_key": Key(str, None, "require this key on /v1 (prefer api_key_file; health and metrics stay open)"),
+    "api_key_file": Key(str, None, "file holding the API key, mode 0600 (`qwen-tui gen-key` writes one)"),
     "trust_remote_code": Key(bool, None, "run the model repo's own code"),
     "download_dir": Key(str, None, "where weights are downloaded"),
     "seed": Key(int, None, "random seed"),
@@ -115,6 +118,34 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "server": SERVER, "console": CONSOLE, "planner": PLANNER, "chat": CHAT,
 }
 
+# The allowed range of every numeric setting: (lowest, highest), None = unbounded on that side.
+# A test checks that each int/float key of SCHEMA has an entry here.
+RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
+    ("server", "tensor_parallel_size"): (1, 1024), ("server", "pipeline_parallel_size"): (1, 1024),
+    ("server", "gpu_memory_utilization"): (0.01, 1), ("server", "kv_cache_memory_bytes"): (1, None),
+    ("server", "max_model_len"): (1, None), ("server", "max_num_seqs"): (1, None),
+    ("server", "max_num_batched_tokens"): (1, None), ("server", "port"): (1, 65535),
+    ("server", "block_size"): (1, None), ("server", "swap_space"): (0, None),
+    ("server", "cpu_offload_gb"): (0, None), ("server", "seed"): (0, None),
+    ("server", "shutdown_timeout"): (0, None), ("server", "max_logprobs"): (0, None),
+    ("console", "health_interval_s"): (0.05, 3600), ("console", "health_grace_s"): (0, 86400),
+    ("console", "gpu_interval_s"): (0.1, 3600), ("console", "metrics_interval_s"): (0.1, 3600),
+    ("console", "stop_timeout"): (0, 3600), ("console", "restart_max_failures"): (1, 1000),
+    ("console", "restart_window_s"): (1, None), ("console", "log_max_lines"): (100, 10_000_000),
+    ("planner", "gpu_memory_gib"): (0.1, 100_000), ("planner", "gpu_count"): (1, 1024),
+    ("chat", "max_tokens"): (1, None), ("chat", "temperature"): (0, 2),
+}
+# Strings that may not be empty when set.
+NON_EMPTY = {("server", "model"), ("server", "host"), ("server", "api_key"), ("server", "api_key_file")}
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def range_text(section: str, key: str) -> str:
+    low, high = RANGES.get((section, key), (None, None))
+    if low is not None and high is not None:
+        return f"{low:g} to {high:g}"
+    return f"at least {low:g}" if low is not None else (f"at most {high:g}" if high is not None else "")
+
 
 @dataclass
 class Settings:
@@ -150,8 +181,19 @@ class Settings:
             host = f"[{host}]"
         return f"http://{host}:{self.server['port']}"
 
+    @property
+    def api_key(self) -> str | None:
+        """The key the console sends ($QWEN_TUI_API_KEY, server.api_key_file, server.api_key)."""
+        from backend import apikey
+
+        return apikey.resolve(self, strict=False)
+
     def snapshot(self) -> dict[str, Any]:
-        return {"server": copy.deepcopy(self.server), "console": dict(self.console),
+        """The settings as recorded in the state file: any key shown as <hidden>."""
+        server = copy.deepcopy(self.server)
+        if server.get("api_key"):
+            server["api_key"] = "<hidden>"
+        return {"server": server, "console": dict(self.console),
                 "planner": dict(self.planner), "chat": dict(self.chat), "demo": self.demo}
 
 
@@ -184,13 +226,30 @@ def check_value(section: str, key: str, value: Any) -> Any:
     if key == "gpu_memory_utilization" and not 0 < value <= 1:
         raise ConfigError(f"server.gpu_memory_utilization = {value} must be in (0, 1]")
     if key == "port" and not 0 < value < 65536:
-        raise ConfigError(f"server.port = {value} is not a TCP port")
-    if key in ("tensor_parallel_size", "max_model_len", "max_num_seqs", "block_size") and value < 1:
-        raise ConfigError(f"{section}.{key} = {value} must be at least 1")
+        raise ConfigError(f"server.port = {value} is not a TCP port (1 to 65535)")
+    low, high = RANGES.get((section, key), (None, None))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value or (low is not None and value < low) or (high is not None and value > high):
+            raise ConfigError(f"{section}.{key} = {value!r} is out of range: must be {range_text(section, key)}")
+    if (section, key) in NON_EMPTY and isinstance(value, str) and not value.strip():
+        raise ConfigError(f"{section}.{key} may not be empty" + (" (the model to serve: a HF repo id or a "
+                                                                  "local directory)" if key == "model" else ""))
+    if key == "served_model_name" and (value == "" or value == [] or
+                                       (isinstance(value, list) and not all(isinstance(v, str) and v.strip()
+                                                                            for v in value))):
+        raise ConfigError("server.served_model_name must be a non-empty name or a list of non-empty names")
+    if key == "extra_args" and not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                       for v in value):
+        raise ConfigError("server.extra_args must be a list of strings (flags and their values)")
     if key == "env":
         for k, v in value.items():
+            if not ENV_NAME.match(str(k)):
+                raise ConfigError(f"server.env.{k} is not a valid environment variable name "
+                                  "(letters, digits and _, not starting with a digit)")
             if not isinstance(v, (str, int, float, bool)):
                 raise ConfigError(f"server.env.{k} must be a string")
+            if "\0" in str(v):
+                raise ConfigError(f"server.env.{k} may not contain a NUL byte")
     return value
 
 
@@ -199,17 +258,41 @@ def defaults() -> dict[str, dict[str, Any]]:
             for sec, table in SCHEMA.items()}
 
 
-def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str) -> None:
+def locate(text: str | None, section: str, key: str | None = None) -> int | None:
+    """The line (1-based) of `key` in `[section]` (or of the section header), for messages."""
+    if not text:
+        return None
+    current, header = None, None
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        m = re.match(r"\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\s*(#.*)?$", stripped)
+        if m and not stripped.startswith("[["):
+            current = m.group(1).replace('"', "").replace("'", "").replace(" ", "")
+            if current == section and header is None:
+                header = n
+            if key and current == f"{section}.{key}":
+                return n  # a sub-table such as [server.env]
+            continue
+        if key is None or current != section:
+            continue
+        if re.match(rf"[\"']?{re.escape(key)}[\"']?\s*[=.]", stripped):
+            return n
+    return header
+
+
+def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, text: str | None = None) -> None:
     for section, table in data.items():
+        at = f"{where}:{locate(text, section) or 1}"
         if not isinstance(table, dict):
-            raise ConfigError(f"{where}: '{section}' must be a table like [{section}]")
+            raise ConfigError(f"{at}: '{section}' must be a table like [{section}]")
         if section not in SCHEMA:
-            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
+            raise ConfigError(f"{at}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
         for key, value in table.items():
             try:
                 base[section][key] = check_value(section, key, value)
             except ConfigError as e:
-                raise ConfigError(f"{where}: {e}") from None
+                line = locate(text, section, key)
+                raise ConfigError(f"{where}:{line}: {e}" if line else f"{where}: {e}") from None
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
@@ -219,6 +302,9 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     dotted, raw = text.split("=", 1)
     parts = dotted.strip().split(".")
     if len(parts) == 3 and parts[0] == "server" and parts[1] == "env":
+        if not ENV_NAME.match(parts[2]):
+            raise ConfigError(f"--set {text!r}: {parts[2]!r} is not a valid environment variable name "
+                              "(letters, digits and _, not starting with a digit)")
         return "server", f"env.{parts[2]}", raw
     if len(parts) != 2 or not all(parts):
         raise ConfigError(f"--set {text!r}: expected section.key=value, e.g. server.port=8001")
@@ -251,14 +337,39 @@ def find_config(explicit: str | None = None) -> Path | None:
     return None
 
 
-def read_toml(path: Path) -> dict[str, Any]:
+def decode(raw: bytes, path: Path | str) -> str:
+    """UTF-8 text of a config file, or a ConfigError naming file:line:column of the bad byte."""
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError(f"{path}:{line}:{col}: not UTF-8 (byte 0x{raw[e.start]:02x}); "
+                          "save the file as UTF-8") from None
+
+
+def parse_toml(text: str, path: Path | str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        at = f"{path}:{m.group(1)}:{m.group(2)}" if m else str(path)
+        raise ConfigError(f"{at}: not valid TOML: {e}") from None
+    except (RecursionError, ValueError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {str(e)[:120]}") from None
+
+
+def read_toml_text(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    text = decode(raw, path)
+    return parse_toml(text, path), text
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    return read_toml_text(path)[0]
 
 
 def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None) -> Settings:
@@ -266,14 +377,19 @@ def load(config: str | None = None, demo: bool = False, overrides: list[str] | N
     values = defaults()
     path = find_config(config)
     if path is not None:
-        _merge(values, read_toml(path), str(path))
+        data, text = read_toml_text(path)
+        _merge(values, data, str(path), text)
     if demo:
         from backend import demo as demo_mod
         demo_mod.apply_demo(values)
     for text in overrides or []:
         section, key, value = parse_override(text)
         if key.startswith("env."):
-            values["server"]["env"] = dict(values["server"]["env"], **{key[4:]: value})
+            try:
+                values["server"]["env"] = check_value("server", "env",
+                                                      dict(values["server"]["env"], **{key[4:]: value}))
+            except ConfigError as e:
+                raise ConfigError(f"--set {text}: {e}") from None
             continue
         try:
             values[section][key] = check_value(section, key, value)
@@ -326,12 +442,32 @@ def remove_setting(path: Path, section: str, key: str) -> None:
     _edit_file(path, change)
 
 
+def writable_problem(path: Path) -> str | None:
+    """Why `path` must not be replaced by a save (read-only for its owner, or not writable by us)."""
+    if not path.exists():
+        return None
+    mode = path.stat().st_mode
+    if not mode & stat.S_IWUSR or not os.access(path, os.W_OK):
+        return (f"{path} is read-only (mode {stat.S_IMODE(mode):04o}): not saved; make it writable "
+                f"(chmod u+w {path}) to save from here, or edit it by hand")
+    return None
+
+
+def _holds_key(data: dict[str, Any]) -> bool:
+    server = data.get("server")
+    return isinstance(server, dict) and bool(server.get("api_key"))
+
+
 def _edit_file(path: Path, change: Callable[[Any], bool]) -> None:
     """Parse the file with tomlkit, apply `change(doc)` (False: nothing to write), check that the
-    new text loads, and replace the file atomically."""
+    new text loads, and replace the file atomically. A read-only file is refused, never replaced;
+    a file that holds server.api_key is written user-only (0600)."""
     import tomlkit
 
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    problem = writable_problem(path)
+    if problem:
+        raise ConfigError(problem)
+    text = decode(path.read_bytes(), path) if path.exists() else ""
     try:
         doc = tomlkit.parse(text)
     except Exception as e:  # tomlkit raises its own ParseError subclasses
@@ -339,11 +475,14 @@ def _edit_file(path: Path, change: Callable[[Any], bool]) -> None:
     if not change(doc):
         return
     new_text = tomlkit.dumps(doc)
-    _merge(defaults(), tomllib.loads(new_text), str(path))  # never write a file we could not read
-    atomic_write(path, new_text)
+    data = parse_toml(new_text, path)
+    _merge(defaults(), data, str(path), new_text)  # never write a file we could not read
+    atomic_write(path, new_text, mode=0o600 if _holds_key(data) else None)
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
+    """Replace `path` with `text` (temp file + rename). `mode`: the new file's permissions;
+    None keeps the old file's (0600 for a new one is up to the caller)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -351,8 +490,12 @@ def atomic_write(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        if path.exists():
+        if mode is not None:
+            os.chmod(tmp, mode)
+        elif path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -360,3 +503,9 @@ def atomic_write(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

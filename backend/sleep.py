@@ -195,11 +195,10 @@ class SleepControl:
 
 
 def _client(settings: Any) -> httpx.AsyncClient:
-    headers = {}
-    if settings.server.get("api_key"):
-        headers["Authorization"] = f"Bearer {settings.server['api_key']}"
-    return httpx.AsyncClient(base_url=settings.base_url, trust_env=False, headers=headers,
-                             timeout=httpx.Timeout(CALL_TIMEOUT_S, connect=3.0))
+    from backend.httpclient import async_client
+
+    # the key from the key file, $QWEN_TUI_API_KEY or the config, as every console request sends it
+    return async_client(settings.base_url, settings.api_key, timeout=httpx.Timeout(CALL_TIMEOUT_S, connect=3.0))
 
 
 async def _post(client: httpx.AsyncClient, path: str, params: dict[str, str]) -> None:

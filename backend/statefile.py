@@ -1,14 +1,17 @@
 """The supervisor's state file: what a console needs to find and trust a running server.
 
-Written atomically (temp file + rename) by the supervisor process only. Readers never trust it
-blindly: `read_live()` checks that the supervisor pid is alive with the recorded start time, so a
-stale file (dead pid, or a pid reused by another program) is recognised and removed.
+Written atomically (temp file + rename, mode 0600) by the supervisor process only. Readers trust
+nothing in it on its word: `read_checked()` refuses a file that another user owns, that others may
+write, or whose fields have the wrong types; `read_live()` then requires the supervisor pid to be
+alive, started at the recorded time, and to be a qwen-tui supervisor by its command line. Anything
+else is "untrusted state file: why" (never signalled) or a stale file that is set aside.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,25 @@ import psutil
 from backend import paths
 
 STATES = ("stopped", "starting", "ready", "failed", "stopping", "backoff", "sleeping")
+RUNNING = ("starting", "ready", "stopping", "backoff", "sleeping")
+
+_NUM = (int, float)
+# field -> the types it may have (None always allowed except where REQUIRED says so)
+FIELDS: dict[str, tuple[type, ...]] = {
+    "state": (str,), "detail": (str,), "supervisor_pid": (int,), "supervisor_create_time": _NUM,
+    "supervisor_cmdline": (str,), "pid": (int,), "pid_create_time": _NUM, "pgid": (int,),
+    "host": (str,), "port": (int,), "base_url": (str,), "served_model_name": (str,),
+    "served_models": (list,), "started_at": _NUM, "ready_at": _NUM, "updated_at": _NUM,
+    "restarts": (int,), "log_path": (str,), "argv": (list,), "argv_hash": (str,), "env": (dict,),
+    "settings": (dict,), "failure": (dict,), "stop_report": (str,), "gpu_release": (dict,),
+    "figures": (dict,), "reaping_pids": (list,), "state_dir": (str,),
+    # failure memory across restarts, the stop countdown, sleep mode
+    "attempt": (int,), "attempts": (list,), "last_failure": (dict,), "stopping_at": _NUM,
+    "sleep_enabled": (bool,), "sleep_level": (int,), "slept_at": _NUM, "gpu_memory_freed_bytes": (int,),
+    "wake_seconds": _NUM, "sleep_op": (dict,),
+}
+PID_FIELDS = ("supervisor_pid", "pid", "pgid")
+REQUIRED_WHEN_RUNNING = ("supervisor_pid", "supervisor_create_time")
 
 
 def state_path() -> Path:
@@ -28,70 +50,218 @@ def logs_dir() -> Path:
     return paths.state_dir() / "logs"
 
 
+def ensure_private_dirs() -> None:
+    """The state dir and its logs/ exist and are user-only (0700): logs may hold prompts."""
+    for d in (paths.state_dir(), logs_dir()):
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            if d.stat().st_uid == os.geteuid() and d.stat().st_mode & 0o077:
+                d.chmod(0o700)
+        except OSError:
+            pass
+
+
 def write(data: dict[str, Any], path: Path | None = None) -> None:
     path = path or state_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path == state_path():
+        ensure_private_dirs()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = dict(data, updated_at=time.time())
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
         json.dump(data, f, indent=1, default=str)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-def read(path: Path | None = None) -> dict[str, Any] | None:
-    path = path or state_path()
+def file_problem(path: Path) -> str | None:
+    """Why a file is not ours to trust (another owner, writable by others, not a plain file)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        st = os.lstat(path)
+    except OSError as e:
+        return f"cannot stat: {e.strerror}"
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a plain file"
+    if st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def type_problem(data: Any) -> str | None:
+    """Why the fields of a state file cannot be used, or None."""
+    if not isinstance(data, dict):
+        return f"not a JSON object but {type(data).__name__}"
+    for key, types in FIELDS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            return f"{key} is {type(value).__name__} {str(value)[:40]!r}"
+        if isinstance(value, float) and value != value:
+            return f"{key} is NaN"
+    if data.get("state") is not None and data["state"] not in STATES:
+        return f"state {data['state']!r} is not one of {', '.join(STATES)}"
+    for key in PID_FIELDS:
+        if data.get(key) is not None and data[key] <= 1:
+            return f"{key} {data[key]} is not a pid a server can have"
+    if data.get("state") in RUNNING:
+        for key in REQUIRED_WHEN_RUNNING:
+            if data.get(key) is None:
+                return f"state {data['state']} without {key}"
+    for key in ("supervisor_create_time", "pid_create_time", "started_at", "ready_at"):
+        if data.get(key) is not None and not 0 <= data[key] < 1e11:
+            return f"{key} {data[key]} is not a time"
+    for pid in data.get("reaping_pids") or []:
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
+            return f"reaping_pids holds {pid!r}"
+    if data.get("restarts") is not None and data["restarts"] < 0:
+        return f"restarts {data['restarts']} is negative"
+    return None
+
+
+def read_checked(path: Path | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(data, None), (None, None) when there is no file, or (None, why) when it is not trusted."""
+    path = path or state_path()
+    if not os.path.lexists(path):
+        return None, None
+    problem = file_problem(path)
+    if problem:
+        return None, problem
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as e:
+        return None, f"cannot read: {e.strerror}"
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        return None, f"not JSON: {str(e)[:80]}"
+    problem = type_problem(data)
+    return (None, problem) if problem else (data, None)
+
+
+def read(path: Path | None = None) -> dict[str, Any] | None:
+    """The file's contents when it can be trusted as a record (owner, mode, types); else None."""
+    return read_checked(path)[0]
 
 
 def create_time(pid: int) -> float | None:
     try:
         return psutil.Process(pid).create_time()
-    except (psutil.Error, ValueError):
+    except (psutil.Error, ValueError, TypeError):
         return None
 
 
 def cmdline(pid: int) -> str | None:
     try:
         return " ".join(psutil.Process(pid).cmdline())
-    except (psutil.Error, ValueError):
+    except (psutil.Error, ValueError, TypeError):
         return None
 
 
-def pid_matches(pid: Any, created: Any) -> bool:
-    """True only if `pid` runs now and started at `created` (a reused pid starts later)."""
-    if not isinstance(pid, int) or pid <= 0 or not isinstance(created, (int, float)):
+def is_supervisor_argv(argv: list[str]) -> bool:
+    """A `qwen-tui ... serve` (console script or `python -m backend.cli`) command line."""
+    for i, arg in enumerate(argv):
+        if (arg == "-m" and argv[i + 1: i + 2] == ["backend.cli"]) or os.path.basename(arg) == "qwen-tui":
+            rest = argv[i + 1:]
+            return "serve" in rest and "--detach" not in rest  # --detach only launches one
+    return False
+
+
+def is_supervisor(pid: int) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return p.status() != psutil.STATUS_ZOMBIE and is_supervisor_argv(p.cmdline())
+    except (psutil.Error, ValueError, TypeError):
         return False
-    actual = create_time(pid)
-    return actual is not None and abs(actual - created) < 0.05
+
+
+def pid_matches(pid: Any, created: Any) -> bool:
+    """True only if `pid` runs now (not a zombie) and started at `created` (a reused pid starts later)."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
+        return False
+    if isinstance(created, bool) or not isinstance(created, (int, float)):
+        return False
+    try:
+        proc = psutil.Process(pid)
+        actual = proc.create_time()
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False  # exited; its parent has not reaped it (a parent that died leaves it to init)
+    except (psutil.Error, ValueError, TypeError):
+        return False
+    return abs(actual - created) < 0.05
+
+
+def _set_aside(path: Path, suffix: str) -> None:
+    try:
+        os.replace(path, path.with_suffix(suffix))
+    except OSError:
+        pass
 
 
 def read_live(path: Path | None = None, cleanup: bool = True) -> tuple[dict[str, Any] | None, str | None]:
-    """The state of a live supervisor, or (None, why) when there is none or the file is stale.
-
-    A stale file is renamed to `server.json.stale` (kept for the record, never trusted).
-    """
+    """The state of a live supervisor, or (None, why) when there is none or the file is stale or
+    untrusted. A stale file is renamed to `server.json.stale`, an untrusted one (when it is ours to
+    move) to `server.json.untrusted`: kept for the record, never trusted, never signalled."""
     path = path or state_path()
-    data = read(path)
+    data, problem = read_checked(path)
+    if problem:
+        if cleanup:
+            _set_aside(path, ".json.untrusted")
+        return None, f"untrusted state file {path}: {problem}"
     if data is None:
-        return None, None if not path.exists() else f"{path} is unreadable"
+        return None, None
     pid = data.get("supervisor_pid")
     recorded = data.get("supervisor_cmdline")  # same pid and start time but another program: exec()
-    if pid_matches(pid, data.get("supervisor_create_time")) and (recorded is None or cmdline(pid) == recorded):
+    alive = pid_matches(pid, data.get("supervisor_create_time"))
+    if alive and is_supervisor(pid) and (recorded is None or cmdline(pid) == recorded):
         return data, None
-    if data.get("state") in ("stopped", "failed"):
+    if data.get("state") in ("stopped", "failed", None):
         return None, None  # the supervisor finished and said so: history, not a stale file
-    why = (f"stale state file: supervisor pid {data.get('supervisor_pid')} is gone"
-           if create_time(data.get("supervisor_pid") or -1) is None
-           else f"stale state file: pid {data.get('supervisor_pid')} now belongs to another process")
+    if alive and not is_supervisor(pid):
+        why = (f"untrusted state file {path}: pid {pid} ({(cmdline(pid) or '?')[:60]}) "
+               "is not a qwen-tui supervisor")
+    elif alive:
+        why = f"stale state file: pid {pid} now belongs to another process (another command line)"
+    elif create_time(pid) is None:
+        why = f"stale state file: supervisor pid {pid} is gone"
+    else:
+        why = f"stale state file: pid {pid} now belongs to another process"
     if cleanup:
-        try:
-            os.replace(path, path.with_suffix(".json.stale"))
-        except OSError:
-            pass
+        _set_aside(path, ".json.stale")
     return None, why
+
+
+def leftovers(data: dict[str, Any] | None) -> list[int]:
+    """Processes a dead supervisor's (type-checked) file names that still run: its API server
+    (same start time) and that server's process group."""
+    if not data:
+        return []
+    from backend import procs
+
+    left: set[int] = set()
+    pid, pgid = data.get("pid"), data.get("pgid")
+    if pid and pid_matches(pid, data.get("pid_create_time")):
+        left.add(pid)
+    if pgid and pgid == pid and pgid != os.getpgrp():
+        left.update(procs.group_members(pgid))
+    return sorted(p for p in left if p > 1 and p != os.getpid())
+
+
+def safe_log_path(value: Any) -> Path | None:
+    """The log named by a state file, only when it lies under this state dir's logs/ (resolved,
+    so `..` and symlinks cannot lead out) and is a plain file; else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        resolved = Path(value).resolve()
+        root = logs_dir().resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if root not in resolved.parents or not resolved.is_file():
+        return None
+    return resolved

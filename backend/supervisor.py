@@ -202,7 +202,8 @@ class Supervisor:
         grace = float(self.settings.console["health_grace_s"])
         from backend.httpclient import async_client
 
-        async with async_client(self.settings.base_url, self.settings.server.get("api_key"),
+        # the key this launch was given (never from argv), as the console's own requests send it
+        async with async_client(self.settings.base_url, self.launch.secret_env.get("VLLM_API_KEY"),
                                 timeout=httpx.Timeout(3.0)) as client:
             while self.proc and self.proc.returncode is None:
                 ok = False
@@ -212,14 +213,25 @@ class Supervisor:
                     pass
                 now = time.time()
                 if ok and self.state == "starting":
-                    self.ready_at = now
-                    await self._fetch_models(client)  # one loopback request: a few ms
-                    took = now - (self.started_at or now)
-                    self._set("ready", f"{took:.1f} s after launch")
-                    from backend import startup_history  # the next start of these settings expects it
+                    # READY only from the process this supervisor started: it holds the listening
+                    # socket, and /v1/models serves the configured name (one loopback request)
+                    foreign = await asyncio.to_thread(self._foreign_listener)
+                    if foreign:
+                        self.failure = {"kind": "port_in_use", "message": f"port {self.settings.server['port']}"
+                                        f" is answered by {foreign}, not by the server this supervisor started",
+                                        "fix": "stop that process, or pick another port "
+                                               f"(--set server.port={int(self.settings.server['port']) + 1})"}
+                        self._launch_failed.set()
+                        return
+                    await self._fetch_models(client)
+                    if self.settings.served_name in self.served_models:
+                        self.ready_at = now
+                        took = now - (self.started_at or now)
+                        self._set("ready", f"{took:.1f} s after launch")
+                        from backend import startup_history  # the next start of these settings expects it
 
-                    await asyncio.to_thread(startup_history.record, argv_hash(self.launch.argv), took,
-                                            self.state_path.parent / "startups.json")
+                        await asyncio.to_thread(startup_history.record, argv_hash(self.launch.argv), took,
+                                                self.state_path.parent / "startups.json")
                 elif ok:
                     self._health_fail_since = None
                 elif self.state == "ready" and not self.sleep.busy:  # asleep, or going to sleep: not failed
@@ -232,6 +244,24 @@ class Supervisor:
                 # while starting, a refused connection on loopback costs microseconds: poll often,
                 # so READY follows /health's first 200 closely (benchmarks/bench_ready_latency.py)
                 await asyncio.sleep(STARTING_POLL_S if self.state == "starting" else interval)
+
+    def _foreign_listener(self) -> str | None:
+        """None when a process of this launch's tree listens on the port; else who does."""
+        import psutil
+
+        from backend import owners, procs
+
+        port = int(self.settings.server["port"])
+        tree = [self.proc.pid, *procs.descendants(self.proc.pid)] if self.proc else []
+        for pid in tree:
+            try:
+                conns = psutil.Process(pid).net_connections(kind="tcp")
+            except psutil.Error:
+                continue
+            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+                return None
+        holders = owners.port_holders(port)
+        return ", ".join(f"pid {pid} {name}" for pid, name in holders) or "a process of another user"
 
     async def _fetch_models(self, client: httpx.AsyncClient) -> None:
         try:

@@ -79,7 +79,7 @@ def test_logs_and_parse_log_of_an_earlier_attempt(qhome):
                      "for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n")
     second = logs / "vllm-20261201-070200-77-1.log"
     second.write_text("INFO 12-01 07:02:00 [api_server.py:1] starting again\n")
-    statefile.write({"state": "starting", "supervisor_pid": 77, "attempt": 2, "log_path": str(second),
+    statefile.write({"state": "failed", "supervisor_pid": 77, "attempt": 2, "log_path": str(second),
                      "attempts": [{**FAIL, "log_path": str(first)}]})
     r = _cli("logs", "--attempt", "1")
     assert r.returncode == 0 and "No available memory" in r.stdout and "starting again" not in r.stdout

@@ -18,7 +18,8 @@ def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def _log(tmp_path, name: str, n: int):
-    path = tmp_path / name
+    path = statefile.logs_dir() / name  # `logs` reads only logs under the state dir
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"line {i}\n" for i in range(n)))
     return path
 
@@ -31,9 +32,9 @@ def test_logs_prints_the_last_n_lines_of_the_current_log(qhome, tmp_path):
     assert _cli("logs").stdout.count("\n") == 50  # the default
 
 
-def test_logs_follow_prints_new_lines_and_follows_a_restart_to_its_new_log(qhome, tmp_path):
+def test_logs_follow_prints_new_lines_and_follows_a_restart_to_its_new_log(qhome, tmp_path, fake_supervisor):
     first = _log(tmp_path, "a.log", 2)
-    statefile.write({"state": "ready", "log_path": str(first)})
+    fake_supervisor(log_path=str(first))
     proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "logs", "-f", "-n", "1"], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True, env=os.environ.copy())
     guard = threading.Timer(20, proc.kill)  # a follow that stops following fails, never hangs
@@ -43,9 +44,9 @@ def test_logs_follow_prints_new_lines_and_follows_a_restart_to_its_new_log(qhome
         with open(first, "a") as f:
             f.write("appended\n")
         assert proc.stdout.readline() == "appended\n"
-        second = tmp_path / "b.log"
+        second = statefile.logs_dir() / "b.log"
         second.write_text("after the restart\n")
-        statefile.write({"state": "starting", "log_path": str(second)})
+        fake_supervisor(state="starting", log_path=str(second))
         t0 = time.time()
         assert proc.stdout.readline() == "after the restart\n" and time.time() - t0 < 10
     finally:

@@ -30,7 +30,8 @@ def test_spawned_child_is_reaped_when_it_exits():
 def test_stop_of_a_supervisor_this_console_started_returns_when_it_exits(qhome):
     """Before: the exited supervisor stayed a zombie (same pid, same start time), so stop() waited
     for console.stop_timeout + 20 s (~50 s of 'busy' after every stop)."""
-    proc = client.spawn_reaped([sys.executable, "-c", FAKE_SUPERVISOR])
+    # titled like a supervisor (`... -m backend.cli serve` in its argv), as the state file's trust needs
+    proc = client.spawn_reaped([sys.executable, "-c", FAKE_SUPERVISOR, "-m", "backend.cli", "serve"])
     time.sleep(0.3)  # its signal handler installed
     statefile.write({"state": "ready", "supervisor_pid": proc.pid,
                      "supervisor_create_time": statefile.create_time(proc.pid),
@@ -40,14 +41,17 @@ def test_stop_of_a_supervisor_this_console_started_returns_when_it_exits(qhome):
     ok, text = client.stop(timeout=8)
     assert ok, text
     assert time.time() - t0 < 5
+    assert _gone(proc.pid), text  # it was signalled and reaped, not skipped as untrusted
 
 
-def test_a_plain_popen_child_would_have_stayed_a_zombie():
-    """The cause, shown: an unreaped child keeps its pid and start time after it exits."""
+def test_a_plain_popen_child_stays_a_zombie_and_is_not_taken_for_alive():
+    """The cause, shown: an unreaped child keeps its pid and start time after it exits; the state
+    file's check (statefile.pid_matches) counts such a zombie as gone all the same."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     created = statefile.create_time(proc.pid)
     time.sleep(1.0)
     try:
-        assert statefile.pid_matches(proc.pid, created)  # a zombie still "matches"
+        assert psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE
+        assert not statefile.pid_matches(proc.pid, created)
     finally:
         proc.wait()

@@ -58,7 +58,9 @@ def supervisor(home):
     """A stand-in supervisor that says READY; its stop takes 20 s."""
     from backend import statefile
 
-    proc = subprocess.Popen([sys.executable, "-c", FAKE_SUPERVISOR, "20"], cwd=ROOT, env=_env(home))
+    # titled like a supervisor (`-m backend.cli serve` in its argv): the state file names it, and is trusted
+    proc = subprocess.Popen([sys.executable, "-c", FAKE_SUPERVISOR, "20", "-m", "backend.cli", "serve"], cwd=ROOT,
+                            env=_env(home))
     deadline = time.time() + 20
     while time.time() < deadline and not (statefile.read() or {}).get("state"):
         time.sleep(0.05)

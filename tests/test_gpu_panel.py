@@ -4,9 +4,8 @@ from the ones nobody owns."""
 
 from __future__ import annotations
 
-import psutil
 
-from backend import orphans, statefile
+from backend import orphans
 from backend.client import Poll
 from backend.gpu import GpuMonitor
 from backend.settings import load
@@ -26,17 +25,15 @@ def _box(tp0: int, tp1: int, stray: int) -> GpuMonitor:
     ]))
 
 
-def _own(tree, api_pid: int) -> None:
-    me = psutil.Process()
-    statefile.write({"state": "ready", "supervisor_pid": me.pid, "supervisor_create_time": me.create_time(),
-                     "pid": api_pid, "pgid": tree.pgid})
+def _own(supervisor, tree, api_pid: int) -> None:
+    supervisor(pid=api_pid, pgid=tree.pgid)
 
 
-def test_holders_by_gpu_marks_what_the_server_owns(spawn, qhome) -> None:
+def test_holders_by_gpu_marks_what_the_server_owns(spawn, qhome, fake_supervisor) -> None:
     server = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
     stray = spawn({"role": "old", "title": "VLLM::EngineCore"})
     p = server.pids
-    _own(server, p["api"])
+    _own(fake_supervisor, server, p["api"])
     got = orphans.holders_by_gpu(_box(p["tp0"], p["tp1"], stray.pids["old"]))
     assert [(h.pid, h.owned) for h in got[0]] == [(p["tp0"], True), (stray.pids["old"], False)]
     assert got[0][0].label == "VLLM::Worker_TP"  # the kernel's 15-character comm
@@ -44,11 +41,11 @@ def test_holders_by_gpu_marks_what_the_server_owns(spawn, qhome) -> None:
     assert orphans.holders_by_gpu(None) == {}
 
 
-async def test_console_panels_show_each_card_and_flag_the_stray_process(spawn, qhome) -> None:
+async def test_console_panels_show_each_card_and_flag_the_stray_process(spawn, qhome, fake_supervisor) -> None:
     server = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
     stray = spawn({"role": "old", "title": "VLLM::EngineCore"})
     p = server.pids
-    _own(server, p["api"])
+    _own(fake_supervisor, server, p["api"])
     app = make_app(load(overrides=["console.gpu_interval_s=0.1"]),
                    ScriptedClient([Poll(state={"state": "ready"})]), _box(p["tp0"], p["tp1"], stray.pids["old"]))
     async with app.run_test(size=(160, 60)) as pilot:

@@ -108,3 +108,39 @@ async def test_a_plan_that_will_fail_is_shown_before_a_start(qhome):
         assert await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen))
         await pilot.press("f")
         assert await wait_until(pilot, lambda: client.actions == ["start"])
+
+
+async def test_a_pid_another_supervisor_runs_offers_to_stop_that_supervisor(spawn, qhome, tmp_path):
+    """Issue 20's "two supervisors on one port": its children are listed with it and never
+    killed (it would restart them); k, then k again, stops that supervisor."""
+    from conftest import start_fake_supervisor
+
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    home = tmp_path / "other-home"
+    proc, write = start_fake_supervisor(tmp_path, home=home)
+    try:
+        write(path=home / "state" / "server.json", port=8011, pid=tree.pids["api"], pgid=tree.pgid)
+        app, client = app_with([STOPPED], qhome)
+        found = orphans.scan({}, monitor=NoNvml())
+        client.orphan_scan = orphans.OrphanScan([p for p in found.processes if p.pid in tree.pids.values()],
+                                                None, "test", found.supervisors)
+        stopped = []
+        client.stop_supervisor = lambda info: stopped.append(info.pid) or "stopped"
+        async with app.run_test(size=(150, 45)) as pilot:
+            screen = await _open(pilot, app)
+            table = screen.query_one(DataTable)
+            assert table.get_row(str(proc.pid))[1] == "supervisor"
+            assert str(home / "state") in table.get_row(str(proc.pid))[4]
+            assert table.get_row(str(tree.pids["api"]))[1] == f"api_server (sup {proc.pid})"
+            await _highlight(pilot, screen, tree.pids["engine"])
+            await pilot.press("k")
+            await pilot.pause(0.2)
+            report = str(screen.query_one("#report").render())
+            assert "would only restart it" in report and "k again" in report
+            assert client.actions == [] and _alive(tree.pids["engine"])
+            await pilot.press("k")
+            assert await wait_until(pilot, lambda: stopped == [proc.pid])
+        assert all(_alive(pid) for pid in tree.pids.values())  # nothing of it killed by pid
+    finally:
+        proc.kill()
+        proc.wait()

@@ -8,7 +8,6 @@ import time
 from dataclasses import replace
 from types import SimpleNamespace
 
-import psutil
 import pytest
 
 from backend import orphans, statefile
@@ -90,13 +89,10 @@ def test_scan_without_nvml_still_lists_vllm_processes(spawn, qhome) -> None:
     assert "no NVIDIA driver" in found.nvml
 
 
-def test_scan_leaves_out_the_supervised_server(spawn, qhome) -> None:
+def test_scan_leaves_out_the_supervised_server(spawn, qhome, fake_supervisor) -> None:
     tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
     p = tree.pids
-    # a live supervisor (this test process) owns the tree
-    me = psutil.Process()
-    statefile.write({"state": "ready", "supervisor_pid": me.pid, "supervisor_create_time": me.create_time(),
-                     "pid": p["api"], "pgid": tree.pgid})
+    fake_supervisor(pid=p["api"], pgid=tree.pgid)  # a live supervisor owns the tree
     mon = GpuDouble({0: {p["tp0"]: GIB}})
     found = orphans.scan({}, monitor=mon)
     assert not set(found.pids) & set(p.values())

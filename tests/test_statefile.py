@@ -1,6 +1,5 @@
 """The state file is never trusted blindly: a dead or reused supervisor pid makes it stale."""
 
-import os
 import subprocess
 import sys
 
@@ -9,9 +8,8 @@ from backend.logparse import is_permanent
 from backend.supervisor import backoff_delay
 
 
-def test_live_supervisor_is_trusted(qhome):
-    me = os.getpid()
-    statefile.write({"state": "ready", "supervisor_pid": me, "supervisor_create_time": statefile.create_time(me)})
+def test_live_supervisor_is_trusted(qhome, fake_supervisor):
+    fake_supervisor()
     data, why = statefile.read_live()
     assert data["state"] == "ready" and why is None
 
@@ -27,18 +25,18 @@ def test_dead_pid_is_stale_and_moved_aside(qhome):
     assert client.status()["state"] == "stopped"
 
 
-def test_reused_pid_is_not_trusted(qhome):
-    me = os.getpid()  # alive, but started at another time than the file says
+def test_reused_pid_is_not_trusted(qhome, fake_supervisor):
+    me = fake_supervisor.proc.pid  # alive, but started at another time than the file says
     statefile.write({"state": "ready", "supervisor_pid": me,
                      "supervisor_create_time": statefile.create_time(me) - 1000})
     data, why = statefile.read_live(cleanup=False)
     assert data is None and "another process" in why
-    st = client.status()
-    assert st["state"] == "stopped" and st["pid"] is None
+    st = client.status()  # its supervisor is gone without saying so: it died
+    assert st["state"] == "failed" and st["pid"] is None and st["failure"]["kind"] == "supervisor_died"
 
 
-def test_same_pid_and_start_time_running_another_program_is_not_trusted(qhome):
-    me = os.getpid()  # what exec() leaves: the pid and start time match, the command line does not
+def test_same_pid_and_start_time_running_another_program_is_not_trusted(qhome, fake_supervisor):
+    me = fake_supervisor.proc.pid  # what exec() leaves: the pid and start time match, the command line does not
     statefile.write({"state": "ready", "supervisor_pid": me, "supervisor_create_time": statefile.create_time(me),
                      "supervisor_cmdline": "python -m backend.cli serve"})
     data, why = statefile.read_live(cleanup=False)

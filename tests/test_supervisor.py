@@ -131,16 +131,17 @@ async def test_an_engine_death_line_ends_a_lingering_launch_as_failed(qhome) -> 
 # A named fake, for a fault real vLLM cannot be made to produce on demand: /health that turns to 500
 # on a server that is still running. The stand-in answers 200 to its first two probes, then 500.
 FAKE_HEALTH_500 = r"""
-import http.server, sys
+import http.server, json, sys
 class H(http.server.BaseHTTPRequestHandler):
     n = 0
     def do_GET(self):
         H.n += 1
         code = 200 if self.path != "/health" or H.n <= 2 else 500
+        body = json.dumps({"data": [{"id": sys.argv[2]}]}).encode() if self.path == "/v1/models" else b"{}"
         self.send_response(code)
-        self.send_header("Content-Length", "2")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(b"{}")
+        self.wfile.write(body)
     def log_message(self, *a):
         pass
 print("INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", flush=True)
@@ -157,7 +158,7 @@ async def test_health_failing_past_the_grace_period_fails_a_ready_server(qhome) 
     s.close()
     settings = load(None, overrides=["console.stop_timeout=5", f"server.port={port}",
                                      "console.health_interval_s=0.1", "console.health_grace_s=0.5"])
-    launch = Launch([sys.executable, "-c", FAKE_HEALTH_500, str(port)], {}, VllmInstall(None, None, sys.executable), [])
+    launch = Launch([sys.executable, "-c", FAKE_HEALTH_500, str(port), settings.served_name], {}, VllmInstall(None, None, sys.executable), [])
     sup = Supervisor(settings, launch, restart="never")
     sup.gpus = GroupOnGpu(sup)
     states: list[str] = []

@@ -91,9 +91,13 @@ async def test_a_dead_launch_being_reaped_is_published_and_never_an_orphan(qhome
         data = json.loads(statefile.state_path().read_text())
         seen["state"] = data
         seen["scan"] = orphans.scan({}, monitor=_NoNvml()).pids
+        seen["trust"] = statefile.read_live(cleanup=False)[1]
         return real_stop(pgid, pids, timeout, monitor)
 
     monkeypatch.setattr(orph, "stop_verified", slow_stop)
+    # the supervisor runs in this (pytest) process: let the state file's trust take it for one
+    real_is = statefile.is_supervisor
+    monkeypatch.setattr(statefile, "is_supervisor", lambda pid: pid == os.getpid() or real_is(pid))
     run = asyncio.create_task(sup.run())
     await _until(lambda: sup.state == "starting" and len(_engine(sup)) == 1)
     engine = _engine(sup)[0]
@@ -101,7 +105,7 @@ async def test_a_dead_launch_being_reaped_is_published_and_never_an_orphan(qhome
     assert await asyncio.wait_for(run, 30) == 1
     assert engine in seen["state"]["reaping_pids"]
     assert seen["state"]["state"] == "failed" and "cleaning up" in seen["state"]["detail"]
-    assert engine not in seen["scan"]
+    assert engine not in seen["scan"], seen["trust"]
     assert sup.status()["reaping_pids"] == []  # done
     assert not psutil.pid_exists(engine) or psutil.Process(engine).status() == psutil.STATUS_ZOMBIE
     assert real is procs.group_members
@@ -115,3 +119,14 @@ class _NoNvml:
 
     def shutdown(self) -> None:
         pass
+
+
+def test_the_state_a_supervisor_writes_is_one_its_own_trust_accepts(qhome):
+    """Every field the supervisor writes (failure history, sleep mode, reaping) has a type the state
+    file's check knows: a new field of a wrong declared type would make every live server untrusted."""
+    sup = _sup(qhome, NO_CACHE)
+    st = sup.status()
+    assert st["sleep_enabled"] in (True, False) and "attempts" in st and "reaping_pids" in st
+    assert statefile.type_problem(json.loads(json.dumps(st))) is None
+    unknown = set(st) - set(statefile.FIELDS)
+    assert not unknown - {"sleep_op"}, f"fields without a declared type: {sorted(unknown)}"

@@ -48,8 +48,9 @@ class ScriptedClient:
         found = self.orphan_scan
         if found is not None:  # what a real scan would now find: the pids still alive
             found = orphans.scan(server_env, monitor=NoNvml())
-            found = orphans.OrphanScan([p for p in found.processes if p.pid in self.orphan_scan.pids],
-                                       None, "test")
+            listed = {p.pid for p in self.orphan_scan.processes}
+            found = orphans.OrphanScan([p for p in found.processes if p.pid in listed], None, "test",
+                                       self.orphan_scan.supervisors)
         return found or orphans.OrphanScan([], None, "test")
 
     def kill_orphans(self, pids, found, gpus=None):

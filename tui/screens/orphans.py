@@ -1,5 +1,8 @@
 """OrphanScreen: before a start, the processes that hold (or may hold) the GPUs without belonging
-to a supervisor. Kill the highlighted pid (and only it), start anyway, or cancel."""
+to this console's supervisor, and the other live qwen-tui supervisors. Kill the highlighted pid (and
+only it), start anyway, or cancel. A pid that another live supervisor runs is never killed (that
+supervisor would only restart it): `k` offers to stop that supervisor instead, and a second `k`
+does it. Another user's processes are listed, never offered."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ class OrphanScreen(ModalScreen[str | None]):
         super().__init__()
         self.scan, self.client, self.gpus = scan, client, gpus
         self.killing: int | None = None
+        self.confirm_supervisor: int | None = None  # a first k on a supervised row asks; a second stops it
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -43,7 +47,8 @@ class OrphanScreen(ModalScreen[str | None]):
                         "A start now may fail with out-of-memory.", id="question")
             yield DataTable(id="orphans", cursor_type="row", zebra_stripes=True)
             yield Static("", id="report")
-            yield Label("k: kill the highlighted pid only   f: start anyway   esc: cancel", id="keys")
+            yield Label("k: kill the highlighted pid only (or stop the supervisor that runs it)   "
+                        "f: start anyway   esc: cancel", id="keys")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -55,10 +60,24 @@ class OrphanScreen(ModalScreen[str | None]):
         table = self.query_one(DataTable)
         table.clear()
         for p in self.scan.processes:
-            table.add_row(str(p.pid), p.role, _gib(p.gpu_bytes), _gib(p.rss_bytes), p.cmdline[:70] or p.name,
+            sup = self.scan.owner(p.pid)
+            role = p.role if sup is None else f"{p.role} (sup {sup.pid})"
+            if sup is None and self.scan.refusal(p.pid):
+                role = f"{p.role} (other user)"
+            table.add_row(str(p.pid), role, _gib(p.gpu_bytes), _gib(p.rss_bytes), p.cmdline[:70] or p.name,
                           key=str(p.pid))
+        for s in getattr(self.scan, "supervisors", []):
+            table.add_row(str(s.pid), "supervisor", "—", "—",
+                          f"{s.user} · {s.state_dir or 'state dir not visible'}"
+                          + (f" · port {s.port}" if s.port else "") + (f" · {s.state}" if s.state else ""),
+                          key=str(s.pid))
         note = f"NVML: {self.scan.nvml}" if self.scan.nvml else f"GPU memory held: {_gib(self.scan.gpu_bytes)}"
         self.query_one("#question", Label).tooltip = note
+
+    def _supervisor_for(self, pid: int):
+        """The live supervisor a row belongs to (the row itself, or the one that runs its pid)."""
+        sups = getattr(self.scan, "supervisors", [])
+        return next((s for s in sups if s.pid == pid), None) or self.scan.owner(pid)
 
     def highlighted_pid(self) -> int | None:
         table = self.query_one(DataTable)
@@ -70,9 +89,39 @@ class OrphanScreen(ModalScreen[str | None]):
         pid = self.highlighted_pid()
         if pid is None or self.killing is not None:
             return
+        report = self.query_one("#report", Static)
+        sup = self._supervisor_for(pid)
+        if sup is not None:
+            if not sup.ours:
+                report.update(f"pid {pid} is run by {sup.describe()}: another user's, not stopped from here")
+                return
+            if self.confirm_supervisor != sup.pid:
+                self.confirm_supervisor = sup.pid
+                what = "" if pid == sup.pid else f"pid {pid} is run by it: killing it would only restart it. "
+                report.update(f"{what}Press k again to stop {sup.describe()} (its server goes down)")
+                return
+            self.confirm_supervisor = None
+            self.killing = sup.pid
+            report.update(f"stopping supervisor pid {sup.pid}…")
+            self.stop_supervisor_worker(sup)
+            return
+        self.confirm_supervisor = None
+        refusal = self.scan.refusal(pid)
+        if refusal:
+            report.update(refusal)
+            return
         self.killing = pid
-        self.query_one("#report", Static).update(f"stopping pid {pid}…")
+        report.update(f"stopping pid {pid}…")
         self.kill_worker(pid)
+
+    @work(group="orphan-kill", exclusive=True, exit_on_error=False)
+    async def stop_supervisor_worker(self, sup) -> None:
+        try:
+            done = await asyncio.to_thread(self.client.stop_supervisor, sup)
+            scan = await asyncio.to_thread(self.client.scan_orphans, self._env(), self.gpus)
+            self.post_message(OrphanKilled(sup.pid, done, scan))
+        except Exception as e:  # a refused pid (reused, gone) or a scan error: say it, keep the dialog
+            self.post_message(OrphanKilled(sup.pid, error=str(e)))
 
     @work(group="orphan-kill", exclusive=True, exit_on_error=False)
     async def kill_worker(self, pid: int) -> None:
@@ -93,10 +142,11 @@ class OrphanScreen(ModalScreen[str | None]):
         if message.error:
             report.update(f"pid {message.pid}: {message.error}")
             return
-        report.update(f"pid {message.pid}: {message.stopped.summary()}")
+        summary = message.stopped if isinstance(message.stopped, str) else message.stopped.summary()
+        report.update(f"pid {message.pid}: {summary}")
         self.scan = message.scan
         if not self.scan.processes:
-            self.app.notify(f"pid {message.pid}: {message.stopped.summary()}", timeout=8)
+            self.app.notify(f"pid {message.pid}: {summary}", timeout=8)
             self.dismiss("start")
             return
         self._fill()

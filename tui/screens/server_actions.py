@@ -97,11 +97,19 @@ class ServerActions:
             return
         self._run_action(action)
 
-    def _run_action(self, action: str) -> None:
+    def _run_action(self, action: str, exposure_ok: bool = False) -> None:
         if self.busy:
             self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
             return
+        from backend import apikey
+        from tui.screens.exposure import ExposureScreen
         from tui.screens.preflight import PreflightScreen, blocking
+
+        exposed = apikey.exposure(self.app.settings) if action in ("start", "restart") else None
+        if exposed and not exposure_ok:  # a network bind without a key: one key to go on
+            self.app.push_screen(ExposureScreen(exposed),
+                                 lambda ok: self._run_action(action, exposure_ok=True) if ok else None)
+            return
 
         problems = blocking(self.plan) if action in ("start", "restart") else []
         if problems:  # a slow launch that the ledger says will fail: say so first

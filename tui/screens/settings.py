@@ -54,7 +54,7 @@ def _detail(row: Row, app=None) -> Text:
     text.append(f"value {row.value_text}", "bold")
     text.append(f"  ({row.source_text})")
     if row.forced:
-        text.append(f"  · in the file: {toml_text(row.file_value) if row.in_file else 'not set'}")
+        text.append(f"  · in the file: {row.file_text}")
     default = row.default_text if row.default is not None else "not set: vLLM's own default applies"
     text.append(f"\ndefault {default} · {type_text(row.spec)}")
     if row.choices_text:
@@ -151,8 +151,10 @@ class SettingsScreen(ModalScreen[str | None]):
             choices = ["true", "false"]
         editor.suggester = SuggestFromList(choices) if choices else None
         editor.value = row.edit_text
+        editor.password = row.secret  # a key is typed masked and never shown back
         editor.cursor_position = len(editor.value)
-        editor.placeholder = "empty: remove the key from the file (its default applies)"
+        editor.placeholder = ("type a new key (prefer server.api_key_file); empty: remove it" if row.secret else
+                              "empty: remove the key from the file (its default applies)")
         self.add_class("-editing")
         editor.focus()
         self.refresh_bindings()

@@ -103,7 +103,7 @@ class ChatPane(Vertical):
         try:
             base_url, model = self.endpoint or (settings.base_url, settings.served_name)
             if self._http is None:  # one client (and connection) for the pane's life
-                self._http = new_client(settings.server.get("api_key"), self.transport)
+                self._http = new_client(settings.api_key, self.transport)  # key file, env or config
             async for delta in stream_chat(base_url, model,
                                            self.conversation.messages(text),
                                            max_tokens=int(settings.chat["max_tokens"]),

@@ -1,0 +1,188 @@
+"""Who owns a process or a port: the qwen-tui supervisors alive on this machine, whoever started
+them, under whatever state dir or user.
+
+One server per port: before a start, a port already bound or another live supervisor on the same
+port is shown with its owner (supervisor pid, user, state dir) and blocks the start. The orphan scan
+never offers to kill what another live supervisor runs (it would only restart it): it offers to stop
+that supervisor instead, and only when it is this user's.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pwd
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import psutil
+
+from backend import procs, statefile
+
+
+@dataclass(frozen=True)
+class SupervisorInfo:
+    pid: int
+    create_time: float
+    uid: int | None
+    user: str
+    state_dir: str | None  # None: not visible from here (another user's environment)
+    port: int | None  # from its state file, when readable
+    state: str | None
+    cmdline: str
+    owned: tuple[int, ...] = field(default=())  # its descendants, its server's group, what it reaps
+
+    @property
+    def ours(self) -> bool:
+        """Started by this user (so this user may stop it)."""
+        return self.uid == os.getuid()
+
+    def describe(self) -> str:
+        where = self.state_dir or "state dir not visible"
+        port = f", port {self.port}" if self.port else ""
+        state = f", {self.state}" if self.state else ""
+        return f"qwen-tui supervisor pid {self.pid} (user {self.user}, {where}{port}{state})"
+
+    def stop_hint(self) -> str:
+        if not self.ours:
+            return f"ask {self.user} to stop it"
+        home = Path(self.state_dir).parent if self.state_dir and self.state_dir.endswith("/state") else None
+        return (f"QWEN_TUI_HOME={home} qwen-tui stop" if home else "qwen-tui stop") + \
+            f" (or kill -TERM {self.pid})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "user": self.user, "state_dir": self.state_dir, "port": self.port,
+                "state": self.state, "cmdline": self.cmdline, "owned": list(self.owned)}
+
+
+def _user(uid: int | None) -> str:
+    if uid is None:
+        return "?"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _state_dir(p: psutil.Process) -> str | None:
+    try:
+        env = p.environ()
+    except (psutil.Error, OSError):
+        env = None
+    if env:
+        if env.get("QWEN_TUI_HOME"):
+            return str(Path(env["QWEN_TUI_HOME"]) / "state")
+        if env.get("XDG_STATE_HOME"):
+            return str(Path(env["XDG_STATE_HOME"]) / "qwen-tui")
+        if env.get("HOME"):
+            return str(Path(env["HOME"]) / ".local" / "state" / "qwen-tui")
+    try:
+        for f in p.open_files():
+            if "/logs/vllm-" in f.path:
+                return str(Path(f.path).parent.parent)
+    except (psutil.Error, OSError):
+        pass
+    return None
+
+
+def _its_state(state_dir: str | None) -> dict[str, Any]:
+    """Its state file, read for display and ownership only (types checked, never signalled)."""
+    if not state_dir:
+        return {}
+    try:
+        data = json.loads((Path(state_dir) / "server.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if statefile.type_problem(data) is None else {}
+
+
+def _owned_by(pid: int, data: dict[str, Any]) -> set[int]:
+    owned = {pid, *procs.descendants(pid)}
+    if data.get("supervisor_pid") == pid:
+        spid, pgid = data.get("pid"), data.get("pgid")
+        if spid and pgid == spid and pgid != os.getpgrp():
+            owned.update(procs.group_members(pgid))
+        owned.update(p for p in data.get("reaping_pids") or [] if statefile.create_time(p) is not None)
+    return owned
+
+
+def live_supervisors(exclude: Iterable[int] = ()) -> list[SupervisorInfo]:
+    """Every qwen-tui supervisor running on this machine (any user, any state dir), by command
+    line; never this process or its ancestors, nor the pids in ``exclude``."""
+    skip = procs._self_and_ancestors() | set(exclude)
+    out = []
+    for p in psutil.process_iter(["cmdline", "uids", "create_time", "status"]):
+        if p.pid in skip or p.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        argv = p.info["cmdline"] or []
+        if not statefile.is_supervisor_argv(argv):
+            continue
+        uid = p.info["uids"].real if p.info["uids"] else None
+        state_dir = _state_dir(p)
+        data = _its_state(state_dir)
+        port = data.get("port") if data.get("supervisor_pid") == p.pid else None
+        out.append(SupervisorInfo(p.pid, p.info["create_time"] or 0.0, uid, _user(uid), state_dir, port,
+                                  data.get("state") if data.get("supervisor_pid") == p.pid else None,
+                                  " ".join(argv)[:200], tuple(sorted(_owned_by(p.pid, data)))))
+    return sorted(out, key=lambda s: s.pid)
+
+
+def owner_of(pid: int, supervisors: Iterable[SupervisorInfo]) -> SupervisorInfo | None:
+    return next((s for s in supervisors if pid in s.owned), None)
+
+
+def port_holders(port: int) -> list[tuple[int, str]]:
+    from backend.doctor.context import listening_pids
+
+    return listening_pids(port)
+
+
+def start_blockers(host: str, port: int, supervisors: list[SupervisorInfo] | None = None,
+                   bind: Any = None, holders: Any = None) -> list[str]:
+    """Why a server may not start on ``host:port`` now: another live supervisor on that port (even
+    while its server is down, in backoff), or a process already listening there; each with its owner."""
+    from backend.doctor.context import probe_bind
+
+    sups = live_supervisors() if supervisors is None else supervisors
+    out = []
+    for s in sups:  # one whose port cannot be read (another user's) is caught by the bind below
+        if s.port == port:
+            out.append(f"another {s.describe()} serves port {port}; stop it first: {s.stop_hint()}")
+    err = (bind or probe_bind)(host, port)
+    if err is not None and getattr(err, "errno", None) == errno.EADDRINUSE:
+        found = (holders or port_holders)(port)
+        who = []
+        for pid, name in found:
+            sup = owner_of(pid, sups)
+            who.append(f"pid {pid} {name}" + (f", run by {sup.describe()}" if sup else ""))
+        out.append(f"port {port} is already in use" + (f" by {'; '.join(who)}" if who else
+                                                        " (by a process of another user)")
+                   + f": pick another with --set server.port={port + 1}, or stop it")
+    return out
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+def stop_supervisor(info: SupervisorInfo, timeout: float = 60.0) -> str:
+    """SIGTERM one supervisor (it stops its own server, verified), then wait for it to exit.
+    Refused for another user's supervisor, or a pid that is no longer that supervisor."""
+    if not info.ours:
+        raise ValueError(f"supervisor pid {info.pid} belongs to {info.user}: not stopped")
+    if not (statefile.pid_matches(info.pid, info.create_time) and statefile.is_supervisor(info.pid)):
+        raise ValueError(f"pid {info.pid} is no longer that supervisor: not signalled")
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not statefile.pid_matches(info.pid, info.create_time) or _zombie(info.pid):
+            return f"supervisor pid {info.pid} stopped its server and exited"
+        time.sleep(0.1)
+    return f"supervisor pid {info.pid} got SIGTERM but has not exited after {timeout:.0f} s"
