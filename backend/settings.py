@@ -129,7 +129,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("server", "cpu_offload_gb"): (0, None), ("server", "seed"): (0, None),
     ("server", "shutdown_timeout"): (0, None), ("server", "max_logprobs"): (0, None),
     ("console", "health_interval_s"): (0.05, 3600), ("console", "health_grace_s"): (0, 86400),
-    ("console", "gpu_interval_s"): (0.1, 3600), ("console", "metrics_interval_s"): (0.1, 3600),
+    ("console", "gpu_interval_s"): (0.1, 3600), ("console", "metrics_interval_s"): (0.05, 3600),
     ("console", "stop_timeout"): (0, 3600), ("console", "restart_max_failures"): (1, 1000),
     ("console", "restart_window_s"): (1, None), ("console", "log_max_lines"): (100, 10_000_000),
     ("planner", "gpu_memory_gib"): (0.1, 100_000), ("planner", "gpu_count"): (1, 1024),

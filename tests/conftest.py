@@ -81,3 +81,17 @@ def fake_supervisor(tmp_path):
     yield write
     proc.kill()
     proc.wait()
+
+
+@pytest.fixture
+def in_process_supervisor(monkeypatch):
+    """For tests whose Supervisor runs inside this pytest process against a FAKE HTTP server that
+    the test itself runs (so it is not in the launched process tree): the state file's trust takes
+    this process for a supervisor, and READY does not ask who holds the port. Real supervisors get
+    neither exemption (tests/test_trust.py, tests/test_ready_owner.py)."""
+    from backend import statefile
+    from backend.supervisor import Supervisor
+
+    real = statefile.is_supervisor
+    monkeypatch.setattr(statefile, "is_supervisor", lambda pid: pid == os.getpid() or real(pid))
+    monkeypatch.setattr(Supervisor, "_foreign_listener", lambda self: None)

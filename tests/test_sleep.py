@@ -117,7 +117,7 @@ def fake():
 
 def _settings(port: int, enabled: bool = True, *extra: str):
     over = [f"server.port={port}", "console.health_interval_s=0.05", "console.health_grace_s=0.3",
-            "console.stop_timeout=5", *extra]
+            "console.stop_timeout=5", "server.served_model_name=fake", *extra]  # the name the FAKE serves
     if enabled:
         over.append("server.enable_sleep_mode=true")
     return load(None, overrides=over)
@@ -207,7 +207,7 @@ async def _until(pred, timeout=15.0):
     raise AssertionError("timed out")
 
 
-def test_the_health_watcher_does_not_fail_a_sleeping_server(qhome):
+def test_the_health_watcher_does_not_fail_a_sleeping_server(qhome, in_process_supervisor):
     # worse than vLLM, which answers 200 while asleep; and the /sleep call takes longer than the grace period
     fake = FakeSleepingVllm(health_while_asleep=503, sleep_delay_s=1.0)
     try:
@@ -234,7 +234,7 @@ def test_the_health_watcher_does_not_fail_a_sleeping_server(qhome):
         fake.close()
 
 
-def test_qwen_tui_sleep_and_wake_go_through_the_supervisor(qhome):
+def test_qwen_tui_sleep_and_wake_go_through_the_supervisor(qhome, in_process_supervisor):
     """The whole path: request() writes the file and signals the (in-process) supervisor, which answers
     in its state file; status() shows the sleep keys."""
     fake = FakeSleepingVllm(sleep_delay_s=0.2)
@@ -265,7 +265,7 @@ def test_qwen_tui_sleep_and_wake_go_through_the_supervisor(qhome):
         fake.close()
 
 
-def test_request_refuses_before_signalling_a_supervisor_that_cannot_sleep(qhome, monkeypatch):
+def test_request_refuses_before_signalling_a_supervisor_that_cannot_sleep(qhome, monkeypatch, in_process_supervisor):
     import os
 
     signalled = []

@@ -17,13 +17,14 @@ from backend.supervisor import Supervisor, argv_hash
 from tui.widgets.status_bar import progress_text
 
 HEALTHY = r"""
-import http.server, sys
+import http.server, json, sys
 class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
+    def do_GET(self):  # /health 200; /v1/models serves the configured name (READY asks for it)
+        body = json.dumps({"data": [{"id": "qwen2.5-14b"}]} if self.path == "/v1/models" else {}).encode()
         self.send_response(200)
-        self.send_header("Content-Length", "2")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(b"{}")
+        self.wfile.write(body)
     def log_message(self, *a):
         pass
 print("INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", flush=True)
@@ -48,7 +49,8 @@ async def test_a_ready_launch_records_how_long_it_took(qhome):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    settings = load(None, overrides=["console.stop_timeout=5", f"server.port={port}"])
+    settings = load(None, overrides=["console.stop_timeout=5", f"server.port={port}",
+                                     "server.served_model_name=qwen2.5-14b"])
     launch = Launch([sys.executable, "-c", HEALTHY, str(port)], {}, VllmInstall(None, None, sys.executable), [])
     sup = Supervisor(settings, launch, restart="never")
     sup.gpus = type("NoGpu", (), {"available": lambda self: False, "shutdown": lambda self: None,
