@@ -144,11 +144,15 @@ def explain_http_error(status: int, body: str, model: str) -> ChatError:
     return ChatError(f"HTTP {status}: {message}", "see the server log", status)
 
 
-def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> dict[str, Any]:
+def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int, temperature: float,
+              top_p: float | None = None) -> dict[str, Any]:
     """The request; ``continuous_usage_stats`` makes vLLM put the token count on every chunk."""
-    return {"model": model, "messages": messages, "stream": True, "max_tokens": max_tokens,
+    body = {"model": model, "messages": messages, "stream": True, "max_tokens": max_tokens,
             "temperature": temperature,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    if top_p is not None:
+        body["top_p"] = top_p
+    return body
 
 
 def explain_transport_error(base_url: str, e: httpx.TransportError) -> ChatError | None:
@@ -174,7 +178,7 @@ def new_client(api_key: str | None = None, transport: httpx.AsyncBaseTransport |
 
 
 async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]], *, max_tokens: int = 256,
-                      temperature: float = 0.7, api_key: str | None = None,
+                      temperature: float = 0.7, top_p: float | None = None, api_key: str | None = None,
                       result: ChatResult | None = None,
                       transport: httpx.AsyncBaseTransport | None = None,
                       extra: dict[str, Any] | None = None,
@@ -186,7 +190,7 @@ async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]],
     The clock starts when the request is sent, after the client and the request are built.
     """
     result = result if result is not None else ChatResult()
-    body = {**chat_body(model, messages, max_tokens, temperature), **(extra or {})}
+    body = {**chat_body(model, messages, max_tokens, temperature, top_p), **(extra or {})}
     start = time.perf_counter()
     try:
         async with contextlib.AsyncExitStack() as stack:

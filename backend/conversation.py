@@ -1,41 +1,201 @@
-"""One chat conversation in the console: its turns, the request's messages, the figures line.
+"""One chat conversation: its turns, the sampling settings it runs with, what is sent, the figures line.
 
-Plain data; the console's ChatPane renders it and backend.chat streams each reply.
+Plain data; backend.conversation_store keeps it on disk (JSON lines), the console's ChatPane renders
+it and backend.chat streams each reply. An assistant turn may carry the reply's figures (`figures`:
+ChatResult.as_dict() without the text, `line`: the figures line shown under it) and `cut` when esc
+stopped it; what is sent is only each turn's role and content.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the console's first frame does not need httpx: backend.chat is imported on first use
     from backend.chat import ChatResult
 
 
+# the ranges vLLM accepts (top_p 0 is refused: "top_p must be in (0, 1]")
+PARAM_RANGES: dict[str, tuple[float, float | None]] = {"temperature": (0.0, 2.0), "top_p": (0.001, 1.0),
+                                                       "max_tokens": (1, None)}
+PARAM_HELP = {"system_prompt": "system message ('' = none)", "temperature": "sampling temperature, 0 to 2",
+              "top_p": "nucleus sampling, above 0 up to 1 (1 = off)",
+              "max_tokens": "most tokens a reply may have (prompt + this must fit in max_model_len)"}
+
+
 @dataclass
-class Conversation:
+class ChatParams:
+    """What one conversation samples with; the defaults come from `[chat]`."""
+
     system_prompt: str = ""
-    turns: list[dict[str, str]] = field(default_factory=list)  # {"role": "user"|"assistant", "content"}
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 512
+
+    @classmethod
+    def from_chat(cls, chat: dict[str, Any]) -> ChatParams:
+        """From the `[chat]` settings (keys missing there keep these defaults)."""
+        return cls.from_dict(chat, cls())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, base: ChatParams | None = None) -> ChatParams:
+        """`base` with the valid keys of `data` applied (a damaged file keeps the defaults)."""
+        out = ChatParams(**asdict(base or cls()))
+        for f in fields(cls):
+            if isinstance(data, dict) and f.name in data:
+                try:
+                    setattr(out, f.name, parse_param(f.name, data[f.name]))
+                except ValueError:
+                    pass
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_param(name: str, value: Any) -> Any:
+    """One per-chat setting from text or a value; ValueError says what is accepted."""
+    if name == "system_prompt":
+        return str(value)
+    if name not in PARAM_RANGES:
+        raise ValueError(f"unknown chat setting {name!r}")
+    low, high = PARAM_RANGES[name]
+    kind = int if name == "max_tokens" else float
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = kind(str(value).strip()) if isinstance(value, str) else kind(value)
+        if kind is int and not isinstance(value, str) and number != value:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {value!r} is not {'a whole number' if kind is int else 'a number'}") from None
+    if number < low or (high is not None and number > high):
+        span = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
+        raise ValueError(f"{name}: {number:g} is out of range ({span})")
+    return number
+
+
+def default_title(text: str, width: int = 48) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+
+
+class Conversation:
+    """Turns ({"role": "user"|"assistant", "content", ...}) and what they ran under.
+
+    `context_start` is the first turn still sent: older turns dropped to fit max_model_len stay in
+    the conversation (and its file) but are no longer part of the request.
+    """
+
+    def __init__(self, system_prompt: str = "", turns: list[dict[str, Any]] | None = None, *,
+                 params: ChatParams | None = None, id: str = "", title: str = "",
+                 created: float | None = None, model: str = "", server: dict[str, Any] | None = None) -> None:
+        self.params = params or ChatParams(system_prompt=system_prompt)
+        self.turns: list[dict[str, Any]] = turns if turns is not None else []
+        self.id, self.title, self.model = id, title, model
+        self.created = created if created is not None else time.time()
+        self.updated = self.created
+        self.server: dict[str, Any] = server or {}
+        self.context_start = 0
+
+    @property
+    def system_prompt(self) -> str:
+        return self.params.system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: str) -> None:
+        self.params.system_prompt = value
+
+    def history(self) -> list[dict[str, str]]:
+        """System prompt and the turns still in the context, as the request carries them."""
+        head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return head + [{"role": t["role"], "content": t["content"]} for t in self.turns[self.context_start:]]
 
     def messages(self, user_text: str) -> list[dict[str, str]]:
         """What to send for a new user message: system prompt, earlier turns, the new message."""
-        head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return head + [dict(t) for t in self.turns] + [{"role": "user", "content": user_text}]
+        return self.history() + [{"role": "user", "content": user_text}]
 
-    def record(self, user_text: str, reply: str) -> None:
-        """Keep a finished exchange. A failed or empty reply keeps nothing, so a retry resends cleanly."""
-        if reply:
-            self.turns += [{"role": "user", "content": user_text}, {"role": "assistant", "content": reply}]
+    def record(self, user_text: str, reply: str, figures: dict[str, Any] | None = None, line: str = "",
+               cut: bool = False) -> list[dict[str, Any]]:
+        """Keep a finished (or cut) exchange; returns the new turns. A failed or empty reply keeps
+        nothing, so a retry resends cleanly."""
+        if not reply:
+            return []
+        now = time.time()
+        assistant: dict[str, Any] = {"role": "assistant", "content": reply}
+        if figures is not None:
+            assistant["figures"] = figures
+        if line:
+            assistant["line"] = line
+        if cut:
+            assistant["cut"] = True
+        new = [{"role": "user", "content": user_text}, assistant]
+        self.turns += new
+        self.updated = now
+        if not self.title:
+            self.title = default_title(user_text)
+        return new
+
+    def exchanges_in_context(self) -> int:
+        return sum(1 for t in self.turns[self.context_start:] if t["role"] == "user")
+
+    def drop_oldest(self, exchanges: int) -> int:
+        """Stop sending the oldest `exchanges` user/assistant pairs; returns the new context_start."""
+        seen, i = 0, self.context_start
+        while i < len(self.turns) and seen < exchanges:
+            i += 1
+            while i < len(self.turns) and self.turns[i]["role"] != "user":
+                i += 1
+            seen += 1
+        self.context_start = i
+        return i
 
     def clear(self) -> None:
         self.turns.clear()
+        self.context_start = 0
 
     def last_reply(self) -> str | None:
         return next((t["content"] for t in reversed(self.turns) if t["role"] == "assistant"), None)
 
+    def replies(self) -> list[dict[str, Any]]:
+        return [t for t in self.turns if t["role"] == "assistant"]
+
+    def message_count(self) -> int:
+        return len(self.turns)
+
     def transcript(self) -> str:
         """The conversation as Markdown (what `copy all` puts on the clipboard)."""
         return "\n\n".join(f"**{t['role']}**: {t['content']}" for t in self.turns)
+
+
+def reply_line(turn: dict[str, Any]) -> str:
+    """The line shown under a saved reply: its figures, and whether esc cut it."""
+    line = turn.get("line") or ""
+    if turn.get("cut"):
+        line = (line + " · " if line else "") + "✂ cut by esc (partial reply)"
+    return line
+
+
+def to_markdown(conv: Conversation) -> str:
+    """The conversation as a Markdown document: title, what it ran under, each turn with its figures."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(conv.created))
+    out = [f"# {conv.title or 'Untitled conversation'}", ""]
+    meta = [f"- id: `{conv.id}`" if conv.id else "", f"- started: {when}",
+            f"- model: {conv.model or 'unknown'}"]
+    server = {k: v for k, v in conv.server.items() if v not in (None, "", [], {})}
+    if server:
+        meta.append("- server: " + ", ".join(f"{k}={v}" for k, v in sorted(server.items())))
+    p = conv.params
+    meta.append(f"- sampling: temperature {p.temperature:g}, top_p {p.top_p:g}, max_tokens {p.max_tokens}")
+    out += [m for m in meta if m] + [""]
+    if p.system_prompt:
+        out += ["## System", "", p.system_prompt, ""]
+    for t in conv.turns:
+        out += [f"## {'You' if t['role'] == 'user' else 'Assistant'}", "", t["content"], ""]
+        if t["role"] == "assistant" and reply_line(t):
+            out += [f"*{reply_line(t)}*", ""]
+    return "\n".join(out).rstrip() + "\n"
 
 
 CEILING_SLACK = 1.05  # a measured rate this far above the ledger's ceiling cannot be a decode rate
@@ -72,9 +232,17 @@ def figures_line(result: ChatResult, ceiling: float | None = None) -> str:
     return " · ".join(parts)
 
 
+def reply_figures(result: ChatResult) -> dict[str, Any]:
+    """What a saved reply keeps of its measurement (the text is the turn's content)."""
+    out = result.as_dict()
+    out.pop("text", None)
+    return out
+
+
 def measured_decode_rate(result: ChatResult | None, ceiling: float | None = None) -> float | None:
     """The reply's decode tok/s for the ledger panel: None for a burst or a rate above the ceiling."""
     tps = result.decode_tokens_per_s if result is not None else None
     if tps is None or (ceiling and tps > ceiling * CEILING_SLACK):
         return None
     return tps
+

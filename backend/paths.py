@@ -1,4 +1,7 @@
-"""Where qwen-tui keeps things (XDG dirs via platformdirs; QWEN_TUI_HOME overrides all, for tests)."""
+"""Where qwen-tui keeps things (XDG dirs via platformdirs; QWEN_TUI_HOME overrides all, for tests).
+
+config: config.toml, the API key; cache: the demo model; state: the server log and state file;
+data: what the user made and wants to keep (saved conversations)."""
 
 from __future__ import annotations
 
@@ -28,3 +31,8 @@ def cache_dir() -> Path:
 def state_dir() -> Path:
     h = _home()
     return h / "state" if h else Path(platformdirs.user_state_dir(APP))
+
+
+def data_dir() -> Path:
+    h = _home()
+    return h / "data" if h else Path(platformdirs.user_data_dir(APP))

@@ -111,6 +111,7 @@ PLANNER: dict[str, Key] = {
 CHAT: dict[str, Key] = {
     "max_tokens": Key(int, 512, "most tokens a reply may have"),
     "temperature": Key((int, float), 0.7, "sampling temperature"),
+    "top_p": Key((int, float), 1.0, "nucleus sampling: keep the likeliest tokens up to this probability (1 = off)"),
     "system_prompt": Key(str, "You are a helpful assistant.", "system message ('' = none)"),
 }
 
@@ -133,7 +134,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("console", "stop_timeout"): (0, 3600), ("console", "restart_max_failures"): (1, 1000),
     ("console", "restart_window_s"): (1, None), ("console", "log_max_lines"): (100, 10_000_000),
     ("planner", "gpu_memory_gib"): (0.1, 100_000), ("planner", "gpu_count"): (1, 1024),
-    ("chat", "max_tokens"): (1, None), ("chat", "temperature"): (0, 2),
+    ("chat", "max_tokens"): (1, None), ("chat", "temperature"): (0, 2), ("chat", "top_p"): (0.001, 1),
 }
 # Strings that may not be empty when set.
 NON_EMPTY = {("server", "model"), ("server", "host"), ("server", "api_key"), ("server", "api_key_file")}
