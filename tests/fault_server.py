@@ -1,12 +1,15 @@
 """A fault-injecting local OpenAI-style chat server (for tests only, not vLLM): a real socket on
-127.0.0.1 whose next replies are scripted: "ok", "cut" (connection dropped mid-stream), "malformed"
-(a chunk that is not JSON), or an HTTP status (400, 404, 500) with vLLM's error body."""
+127.0.0.1 whose next replies are scripted: "ok" (the chunks of `httpd.reply`), "cut" (connection
+dropped mid-stream), "malformed" (a chunk that is not JSON), "slow" (a chunk every 50 ms until the
+client closes), or an HTTP status (400, 404, 500) with vLLM's error body. POST /tokenize counts like
+vLLM's (5 tokens a message plus one a word; `httpd.max_model_len`) and is not scripted."""
 
 from __future__ import annotations
 
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ERRORS = {
@@ -27,7 +30,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
-        self.server.bodies.append(json.loads(self.rfile.read(length) or b"{}"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path == "/tokenize":  # like vLLM's: here 5 tokens per message plus one per word
+            self.server.tokenized.append(body)
+            count = sum(5 + len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+            out = json.dumps({"count": count, "max_model_len": self.server.max_model_len, "tokens": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
+        self.server.bodies.append(body)
         mode = self.server.script.pop(0) if self.server.script else "ok"
         if isinstance(mode, int):
             body = json.dumps({"error": {"message": ERRORS[mode], "type": "BadRequestError", "code": mode}}).encode()
@@ -41,8 +55,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.wfile.write(_chunk("Hello"))
-        self.wfile.write(_chunk(" there"))
+        if mode == "slow":  # one chunk every 50 ms until the client goes away (or 40 s)
+            for i in range(800):
+                try:
+                    self.wfile.write(_chunk(f"word{i} "))
+                    self.wfile.flush()
+                except OSError:
+                    self.server.disconnects.append(i)
+                    return
+                time.sleep(0.05)
+        for piece in self.server.reply:
+            self.wfile.write(_chunk(piece))
         self.wfile.flush()
         if mode == "cut":
             self.connection.shutdown(socket.SHUT_RDWR)  # mid-stream, no terminating chunk
@@ -64,7 +87,10 @@ class FaultServer:
 
     def __init__(self) -> None:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.script, self.httpd.bodies = [], []
+        self.httpd.script, self.httpd.bodies, self.httpd.tokenized = [], [], []
+        self.httpd.max_model_len = 2048
+        self.httpd.reply = ["Hello", " there"]  # the chunks of an "ok" reply
+        self.httpd.disconnects = []  # "slow" replies the client closed: chunks sent before
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property

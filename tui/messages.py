@@ -78,9 +78,10 @@ class ChatFinished(Message):
     Bubbles up so the main screen can put the measured tokens/s beside the ledger's ceiling."""
 
     def __init__(self, result, line: str, error: str | None = None, fix: str | None = None,
-                 cancelled: bool = False) -> None:
+                 cancelled: bool = False, conversation=None) -> None:
         super().__init__()
         self.result, self.line, self.error, self.fix, self.cancelled = result, line, error, fix, cancelled
+        self.conversation = conversation  # the backend.conversation.Conversation it belongs to
 
 
 class DoctorReady(Message):
@@ -122,3 +123,29 @@ class ReportReady(Message):
     def __init__(self, text: str | None, redactions: str = "", error: str | None = None) -> None:
         super().__init__()
         self.text, self.redactions, self.error = text, redactions, error
+
+
+class ChatRefused(Message):
+    """A message was not sent: prompt + max_tokens would exceed max_model_len (`budget`: a
+    backend.context_budget.Budget). `drop`: the fewest oldest exchanges to leave out so it fits
+    (None: dropping cannot make it fit, or it could not be counted)."""
+
+    def __init__(self, text: str, budget, drop: int | None) -> None:
+        super().__init__()
+        self.text, self.budget, self.drop = text, budget, drop
+
+
+class BudgetCounted(Message):
+    """The context budget line under the chat input (a backend.context_budget.Budget)."""
+
+    def __init__(self, budget) -> None:
+        super().__init__()
+        self.budget = budget
+
+
+class ClipboardDelivered(Message):
+    """After OSC 52 went out: what the local clipboard or a file did (backend.clipboard.Delivery)."""
+
+    def __init__(self, delivery, what: str) -> None:
+        super().__init__()
+        self.delivery, self.what = delivery, what

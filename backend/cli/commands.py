@@ -12,6 +12,7 @@ from pathlib import Path
 
 from backend import statefile
 from backend.cli import load_settings
+from backend.cli.chat_cmd import chat_args, cmd_chat
 from backend.command import build_launch
 from backend.settings import Settings
 
@@ -447,48 +448,6 @@ def cmd_doctor(args) -> int:
     return run_doctor(load_settings(args), args.json)
 
 
-def cmd_chat(args) -> int:
-    from backend.chat import ChatError, ChatResult, stream_chat
-    from backend.conversation import Conversation
-
-    settings = load_settings(args)
-    prompt = " ".join(args.prompt) if args.prompt else sys.stdin.read()
-    messages = Conversation(settings.chat["system_prompt"]).messages(prompt)
-    result = ChatResult()
-
-    async def run() -> None:
-        async for delta in stream_chat(settings.base_url, args.model or settings.served_name, messages,
-                                       max_tokens=args.max_tokens or settings.chat["max_tokens"],
-                                       temperature=settings.chat["temperature"],
-                                       api_key=settings.api_key, result=result):
-            if not args.json:
-                sys.stdout.write(delta.text)
-                sys.stdout.flush()
-
-    try:
-        asyncio.run(run())
-    except ChatError as e:
-        if args.json:
-            _print_json({"error": e.message, "fix": e.fix, "status": e.status})
-        else:
-            _err(f"{e.message}\n  fix: {e.fix}")
-        return 1
-    from backend.ledger import plan_for_console
-
-    plan, _ = plan_for_console(settings)
-    ceiling = plan.get("decode_tokens_per_s_ceiling") if plan else None
-    if args.json:
-        _print_json(dict(result.as_dict(), decode_tokens_per_s_ceiling=ceiling))
-    else:
-        from backend.conversation import rate_text
-
-        tps = rate_text(result, ceiling)
-        ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
-        print(f"\n[{result.completion_tokens} tokens, TTFT {ttft}, {tps}, finish {result.finish_reason}]",
-              file=sys.stderr)
-    return 0
-
-
 def cmd_bench(args) -> int:
     from backend.loadtest import BenchConfig, run_cli
 
@@ -564,13 +523,6 @@ def _parse_log_args(p: argparse.ArgumentParser) -> None:
     _json_arg(p)
 
 
-def _chat_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("prompt", nargs="*", help="the message (standard input when absent)")
-    p.add_argument("--model", help="model name to send (default: server.served_model_name)")
-    p.add_argument("--max-tokens", type=int, help="override chat.max_tokens")
-    _json_arg(p)
-
-
 def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=32, metavar="N", help="requests to send (default 32)")
     p.add_argument("--concurrency", type=int, default=8, metavar="C", help="most in flight (default 8)")
@@ -591,7 +543,8 @@ COMMANDS = {
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
     "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
-    "chat": (cmd_chat, "stream one chat completion from the server", _chat_args),
+    "chat": (cmd_chat, "stream one reply; continue, list, export, rename or delete saved conversations",
+             chat_args),
     "bench": (cmd_bench, "load test: N streaming requests, C in flight, beside the ledger's prediction",
               _bench_args),
     "sleep": (cmd_sleep, "free the GPUs without stopping: vLLM's sleep mode (server.enable_sleep_mode)",

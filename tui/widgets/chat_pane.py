@@ -1,7 +1,14 @@
 """ChatPane: a conversation with the local server, streamed as Markdown (tui/widgets/reply.py keeps
 the keyboard responsive while it streams), with the figures people watch (time to first token,
 tokens/s beside the batch-1 ceiling, or "burst") under each reply. One HTTP client serves every
-request of the pane."""
+request of the pane.
+
+Each conversation is saved as it goes (backend/conversation_store.py); ctrl+o (or `o` on the
+transcript) lists them to reopen; ctrl+s edits this chat's sampling settings. Before a message is
+sent its prompt is counted against max_model_len (backend/context_budget.py) and the budget shows
+under the input; one that would not fit is not sent. esc cuts a streaming reply: the stream is
+closed (vLLM aborts the request), the partial reply is kept and marked as cut.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +22,18 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from backend.conversation import Conversation, figures_line
-from tui.messages import ChatDelta, ChatFinished
+from backend.conversation import ChatParams, Conversation, figures_line, reply_figures, reply_line
+from backend.conversation_store import Store, StoreError, server_record
+from tui.messages import BudgetCounted, ChatDelta, ChatFinished, ChatRefused, ClipboardDelivered
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.reply import ReplyView
+from tui.widgets.transcript import Transcript
 
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
+HELP = ("Ask the served model something. Every key here is text. enter: send · esc: stop the reply "
+        "(kept, marked cut) · esc esc: back to the log · ctrl+n: new chat (this one stays saved) · "
+        "ctrl+o: saved chats · ctrl+s: this chat's settings · ↑: the transcript (y copies a reply or "
+        "code block) · ctrl+y: copy the last reply")
 
 
 def _preload() -> None:
@@ -32,49 +45,77 @@ class ChatPane(Vertical):
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
     ChatPane #chat-log { height: 1fr; padding: 0 1; }
+    ChatPane #chat-log:focus { background: $boost; }
     ChatPane .user { color: $accent; margin-top: 1; text-style: bold; }
     ChatPane .reply { margin: 0; }
+    ChatPane .reply.-cursor { background: $primary 20%; }
     ChatPane .figures { color: $text-muted; }
     ChatPane .error { color: $error; }
-    ChatPane #chat-input { dock: bottom; }
+    ChatPane #chat-foot { dock: bottom; height: auto; }
+    ChatPane #chat-budget, ChatPane #chat-cursor { color: $text-muted; height: 1; padding: 0 1; }
     """
     BINDINGS = [
         Binding("escape", "stop_or_leave", "Stop reply; esc esc: back to the log", id="chat-stop"),
         Binding("ctrl+n", "new_conversation", "New chat", id="chat-new"),
         Binding("ctrl+y", "copy_reply", "Copy reply", id="chat-copy"),
+        Binding("ctrl+o", "conversations", "Saved chats", id="chat-open"),
+        Binding("ctrl+s", "chat_settings", "Chat settings", id="chat-settings"),
+        Binding("up", "transcript", "Transcript (copy a reply or code block)", id="chat-transcript"),
     ]
 
     class Escaped(Message):
         """esc with no reply streaming: the screen decides (a second one leaves the chat)."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, store: Store | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.store = store or Store()
         self.conversation = Conversation()
         self.ceiling: float | None = None  # the ledger's batch-1 decode ceiling, when known
         self.streaming = False
         # (base_url, model) of the running server, set by the screen from each poll; None: settings
         self.endpoint: tuple[str, str] | None = None
         self._reply: ReplyView | None = None
+        self._pending: list = []  # the user line and reply of the message being sent
         self.transport = None  # an httpx transport for the pane's client (benchmarks, tests); None: network
         self._http = None  # the pane's one HTTP client, made on first use
+        self.request_extra: dict | None = None  # extra request fields (tests: ignore_eos)
+        self.max_model_len: int | None = None
+        self._known: tuple[int, int] | None = None  # (tokens, messages) the last usage covered
+        self.budget = None  # the last backend.context_budget.Budget
 
     def compose(self) -> ComposeResult:
-        yield VerticalScroll(Static("Ask the served model something. Every key here is text. enter: send · "
-                                    "esc: stop the reply · esc esc: back to the log · ctrl+n: new chat · "
-                                    "ctrl+y: copy the last reply", classes="figures"),
-                             id="chat-log")
-        # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
-        # routes it there) and must not select, then replace, what was already typed
-        yield ChatInput(placeholder="message (enter: send)", id="chat-input", select_on_focus=False)
+        yield Transcript(Static(HELP, classes="figures"), id="chat-log")
+        with Vertical(id="chat-foot"):
+            # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
+            # routes it there) and must not select, then replace, what was already typed
+            yield ChatInput(placeholder="message (enter: send)", id="chat-input", select_on_focus=False)
+            yield Static("context: counted when you send", id="chat-budget", markup=False)
+            yield Static("", id="chat-cursor", markup=False)
 
     def on_mount(self) -> None:
-        self.conversation.system_prompt = self.app.settings.chat["system_prompt"]
+        self.conversation = self._new_conversation()
+        self.query_one("#chat-cursor").display = False
         # what the first chat needs (httpx, rich.markdown) is imported off the first frame's path, in a thread
         self.set_timer(1.0, lambda: self.run_worker(_preload, thread=True, group="chat-preload", exit_on_error=False))
+
+    def _new_conversation(self) -> Conversation:
+        return Conversation(params=ChatParams.from_chat(self.app.settings.chat))
 
     def focus_input(self) -> None:
         self.query_one("#chat-input", Input).focus()
 
+    def _endpoint(self) -> tuple[str, str]:
+        settings = self.app.settings
+        return self.endpoint or (settings.base_url, settings.served_name)
+
+    def _client(self):
+        from backend.chat import new_client
+
+        if self._http is None:  # one client (and connection) for the pane's life
+            self._http = new_client(self.app.settings.api_key, self.transport)  # key file, env or config
+        return self._http
+
+    # -- sending ---------------------------------------------------------------------------------
     @on(Input.Submitted, "#chat-input")
     async def submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
@@ -84,48 +125,98 @@ class ChatPane(Vertical):
             self.app.notify("a reply is still streaming: esc stops it", severity="warning")
             return
         event.input.value = ""
+        await self.send(text)
+
+    async def send(self, text: str) -> None:
         log = self.query_one("#chat-log", VerticalScroll)
         self._reply = ReplyView(classes="reply")
-        await log.mount_all([Static(f"› {text}", classes="user", markup=False), self._reply])
+        self._pending = [Static(f"› {text}", classes="user", markup=False), self._reply]
+        await log.mount_all(self._pending)
         log.anchor()
         self.streaming = True
         self.ask(text)
 
+    async def _check_budget(self, text: str, messages: list[dict[str, str]]):
+        """The budget of sending `messages`; posts ChatRefused and returns None when it does not fit."""
+        from backend.context_budget import count, exchanges_to_drop, split_exchanges
+        from backend.httpclient import headers
+
+        base_url, model = self._endpoint()
+        client, key = self._client(), headers(self.app.settings.api_key)
+        known, at = self._known or (None, 0)
+        budget = await count(client, base_url, model, messages, self.conversation.params.max_tokens,
+                             max_model_len=self.max_model_len, known_history=known, history_at=at, headers=key)
+        self.max_model_len = budget.max_model_len or self.max_model_len
+        if budget.fits is not False:
+            return budget
+        conv = self.conversation
+        drop = None
+        if conv.exchanges_in_context():
+            system = conv.history()[:1] if conv.system_prompt else []
+            drop = await exchanges_to_drop(client, base_url, model, system, split_exchanges(conv.turns[conv.context_start:]),
+                                           {"role": "user", "content": text}, budget.max_tokens,
+                                           budget.max_model_len or 0, key)
+        self.post_message(ChatRefused(text, budget, drop))
+        return None
+
     @work(group="chat", exclusive=True, exit_on_error=False)
     async def ask(self, text: str) -> None:
-        """Stream one reply; post deltas and the end. Never touches widgets."""
-        from backend.chat import ChatError, ChatResult, new_client, stream_chat  # httpx: not before the first chat
+        """Count, then stream one reply; post deltas and the end. Never touches widgets."""
+        from backend.chat import ChatError, ChatResult, stream_chat  # httpx: not before the first chat
 
-        settings = self.app.settings
         result = ChatResult()
+        conv, params = self.conversation, self.conversation.params
         pending: list[str] = []
         last = time.monotonic()
+        base_url, model = self._endpoint()
+        messages = conv.messages(text)
         try:
-            base_url, model = self.endpoint or (settings.base_url, settings.served_name)
-            if self._http is None:  # one client (and connection) for the pane's life
-                self._http = new_client(settings.api_key, self.transport)  # key file, env or config
-            async for delta in stream_chat(base_url, model,
-                                           self.conversation.messages(text),
-                                           max_tokens=int(settings.chat["max_tokens"]),
-                                           temperature=float(settings.chat["temperature"]),
-                                           result=result, client=self._http):
+            budget = await self._check_budget(text, messages)
+            if budget is None:
+                return
+            self.post_message(BudgetCounted(budget))
+            async for delta in stream_chat(base_url, model, messages, max_tokens=params.max_tokens,
+                                           temperature=params.temperature, top_p=params.top_p,
+                                           result=result, client=self._client(), extra=self.request_extra):
                 pending.append(delta.text)
                 if time.monotonic() - last >= COALESCE_S:
                     self.post_message(ChatDelta("".join(pending)))
                     pending, last = [], time.monotonic()
             if pending:
                 self.post_message(ChatDelta("".join(pending)))
-            self.conversation.record(text, result.text)
-            self.post_message(ChatFinished(result, figures_line(result, self.ceiling)))
+            line = figures_line(result, self.ceiling)
+            new = conv.record(text, result.text, reply_figures(result), line)
+            self._count_from_usage(result)
+            saved = await asyncio.to_thread(self._save, conv, new, result.model or model, base_url, model)
+            self.post_message(ChatFinished(result, line + saved, conversation=conv))
         except ChatError as e:
-            self.post_message(ChatFinished(result, "", error=e.message, fix=e.fix))
+            self.post_message(ChatFinished(result, "", error=e.message, fix=e.fix, conversation=conv))
         except asyncio.CancelledError:
-            self.conversation.record(text, result.text)  # what arrived stays in the history
-            self.post_message(ChatFinished(result, figures_line(result, self.ceiling) + " · stopped",
-                                           cancelled=True))
+            # what arrived stays in the history, marked as cut; the stream is closed (vLLM aborts)
+            line = figures_line(result, self.ceiling)
+            new = conv.record(text, result.text, reply_figures(result), line, cut=True)
+            saved = self._save(conv, new, result.model or model, base_url, model)
+            self.post_message(ChatFinished(result, (reply_line(new[1]) if new else line + " · ✂ cut by esc")
+                                           + saved, cancelled=True, conversation=conv))
             raise
         except Exception as e:  # never a traceback on screen
-            self.post_message(ChatFinished(result, "", error=f"{type(e).__name__}: {e}"))
+            self.post_message(ChatFinished(result, "", error=f"{type(e).__name__}: {e}", conversation=conv))
+
+    def _save(self, conv: Conversation, new: list, served: str, base_url: str, model: str) -> str:
+        """Append the exchange to the conversation's file; '' or why it was not saved."""
+        if not new:
+            return ""
+        try:
+            self.store.save_server(conv, served, server_record(self.app.settings, base_url, model))
+            self.store.add_turns(conv, new)
+        except StoreError as e:
+            return f" · not saved: {e}"
+        return ""
+
+    def _count_from_usage(self, result) -> None:
+        """The history's tokens from the server's usage: the prompt plus the reply just recorded."""
+        if result.prompt_tokens is not None and result.completion_tokens is not None:
+            self._known = (result.prompt_tokens + result.completion_tokens, len(self.conversation.history()))
 
     @on(ChatDelta)
     async def delta(self, message: ChatDelta) -> None:
@@ -135,21 +226,86 @@ class ChatPane(Vertical):
 
     @on(ChatFinished)
     async def finished(self, message: ChatFinished) -> None:
+        if message.conversation is not None and message.conversation is not self.conversation:
+            self.streaming = False  # a reply of a conversation no longer shown (ctrl+n, reopen)
+            return
         if self._reply is not None:
             await self._reply.finish()
         self.streaming = False
+        self._pending = []
         log = self.query_one("#chat-log", VerticalScroll)
         if message.error:
             await log.mount(Static(f"{message.error}\n  fix: {message.fix or 'see the server log'}",
                                    classes="error", markup=False))
         else:
             await log.mount(Static(message.line, classes="figures", markup=False))
+        self._show_budget()
         # bubbles on to the screen (the ledger panel shows the measured tokens/s)
+
+    @on(ChatRefused)
+    async def refused(self, message: ChatRefused) -> None:
+        from tui.screens.context_fit import ContextFitScreen
+
+        message.stop()
+        for w in self._pending:
+            await w.remove()
+        self._pending, self._reply, self.streaming = [], None, False
+        box = self.query_one("#chat-input", Input)
+        box.value = message.text
+        self.budget = message.budget
+        self._show_budget()
+        lower = message.budget.max_tokens_that_fit
+
+        async def chosen(choice: str | None) -> None:
+            if choice == "drop" and message.drop:
+                self.conversation.drop_oldest(message.drop)
+                self._known = None
+                await self._run_store(self.store.save_context, self.conversation)
+            elif choice == "lower" and lower >= 1:
+                self.conversation.params.max_tokens = lower
+                await self._run_store(self.store.save_params, self.conversation)
+            else:
+                self.focus_input()
+                return
+            box.value = ""
+            await self.send(message.text)
+
+        self.app.push_screen(ContextFitScreen(message.budget.refusal(), message.drop, lower), chosen)
+
+    async def _run_store(self, fn, conv: Conversation) -> None:
+        if not conv.turns:  # nothing saved yet: kept in memory, written with the first reply
+            return
+        try:
+            await asyncio.to_thread(fn, conv)
+        except StoreError as e:
+            self.app.notify(f"not saved: {e}", severity="error")
+
+    @on(BudgetCounted)
+    def budget_counted(self, message: BudgetCounted) -> None:
+        message.stop()
+        self.budget = message.budget
+        self._show_budget()
+
+    def _show_budget(self) -> None:
+        from backend.context_budget import Budget
+
+        conv = self.conversation
+        if self._known is not None:
+            b = Budget(self._known[0], conv.params.max_tokens, self.max_model_len, exact=True)
+        elif self.budget is not None:
+            b = Budget(self.budget.prompt_tokens, conv.params.max_tokens, self.budget.max_model_len, self.budget.exact)
+        else:
+            self.query_one("#chat-budget", Static).update("context: counted when you send")
+            return
+        left_out = conv.exchanges_in_context() != sum(1 for t in conv.turns if t["role"] == "user")
+        extra = f" · {conv.context_start // 2} oldest exchanges left out" if left_out else ""
+        self.query_one("#chat-budget", Static).update(b.text() + extra)
 
     async def on_unmount(self) -> None:
         if self._http is not None:
             await self._http.aclose()
 
+    # -- keys ------------------------------------------------------------------------------------
     def action_stop_or_leave(self) -> None:
         """Focus stays in the input either way: esc never leaves the letters to the commands."""
         if self.streaming:
@@ -161,15 +317,146 @@ class ChatPane(Vertical):
     async def action_new_conversation(self) -> None:
         if self.streaming:
             self.workers.cancel_group(self, "chat")
-        self.conversation.clear()
-        log = self.query_one("#chat-log", VerticalScroll)
+            await self.workers.wait_for_complete()
+        old = self.conversation
+        await self.show(self._new_conversation())
+        if old.turns:
+            self.app.notify(f"“{old.title}” is saved (ctrl+o lists the saved chats)", timeout=4)
+
+    async def show(self, conv: Conversation, header: str = "new conversation") -> None:
+        """Make `conv` the pane's conversation and draw its turns, each reply with its figures."""
+        self.conversation, self._known, self.budget, self._reply = conv, None, None, None
+        log = self.query_one("#chat-log", Transcript)
+        log.cursor = -1
         await log.remove_children()
-        await log.mount(Static("new conversation", classes="figures"))
+        await log.mount(Static(header, classes="figures", markup=False))
+        replies: list[tuple[ReplyView, str]] = []
+        widgets: list = []
+        for t in conv.turns:
+            if t["role"] == "user":
+                widgets.append(Static(f"› {t['content']}", classes="user", markup=False))
+            else:
+                reply = ReplyView(classes="reply")
+                replies.append((reply, t["content"]))
+                widgets += [reply, Static(reply_line(t) or "(no figures saved)", classes="figures", markup=False)]
+        if widgets:
+            await log.mount_all(widgets)
+        for reply, text in replies:
+            reply.append(text)
+            await reply.finish()
+        log.scroll_end(animate=False)
+        self._show_budget()
+        if conv.turns:
+            self.refresh_budget()
+
+    @work(group="chat-budget", exclusive=True, exit_on_error=False)
+    async def refresh_budget(self) -> None:
+        """Count the reopened history (so the line under the input is exact before the first send)."""
+        from backend.context_budget import count
+        from backend.httpclient import headers
+
+        base_url, model = self._endpoint()
+        try:
+            budget = await count(self._client(), base_url, model, self.conversation.history(),
+                                 self.conversation.params.max_tokens, max_model_len=self.max_model_len,
+                                 headers=headers(self.app.settings.api_key))
+        except Exception:  # noqa: BLE001 - a server that is not there yet: counted on send instead
+            return
+        self.max_model_len = budget.max_model_len or self.max_model_len
+        if budget.prompt_tokens is not None:
+            self.post_message(BudgetCounted(budget))
+
+    def action_conversations(self) -> None:
+        from tui.screens.conversations import ConversationsScreen
+
+        async def chosen(conv_id: str | None) -> None:
+            if conv_id is None:
+                if self.conversation.id and not self.store.path(self.conversation.id).exists():
+                    await self.show(self._new_conversation(), "the open conversation was deleted: a new one")
+                self.focus_input()
+                return
+            await self.reopen(conv_id)
+
+        self.app.push_screen(ConversationsScreen(self.store, self.conversation.id), chosen)
+
+    async def reopen(self, conv_id: str) -> None:
+        if self.streaming:
+            self.workers.cancel_group(self, "chat")
+            await self.workers.wait_for_complete()
+        try:
+            conv = await asyncio.to_thread(self.store.load, conv_id, ChatParams.from_chat(self.app.settings.chat))
+        except StoreError as e:
+            self.app.notify(str(e), severity="error")
+            return
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(conv.created))
+        await self.show(conv, f"reopened “{conv.title}” · started {when} · {conv.model or 'model unknown'} · "
+                              f"{conv.message_count()} messages")
+        self.focus_input()
+
+    def action_chat_settings(self) -> None:
+        from tui.screens.chat_settings import ChatSettingsScreen
+
+        async def chosen(params: ChatParams | None) -> None:
+            self.focus_input()
+            if params is None or params == self.conversation.params:
+                return
+            if params.system_prompt != self.conversation.params.system_prompt:
+                self._known = None  # the usage no longer covers the history
+            self.conversation.params = params
+            await self._run_store(self.store.save_params, self.conversation)
+            self._show_budget()
+            self.app.notify(f"this chat: temperature {params.temperature:g}, top_p {params.top_p:g}, "
+                            f"max_tokens {params.max_tokens}" + (" (saved with it)" if self.conversation.turns else
+                                                                 " (saved with its first reply)"))
+
+        self.app.push_screen(ChatSettingsScreen(self.conversation.params, self.conversation.title), chosen)
+
+    def action_transcript(self) -> None:
+        self.query_one("#chat-log", Transcript).focus()
+
+    @on(Transcript.CursorMoved)
+    def cursor_moved(self, message: Transcript.CursorMoved) -> None:
+        cursor = self.query_one("#chat-cursor", Static)
+        cursor.update(message.text)
+        cursor.display = True
+
+    def on_descendant_blur(self, event) -> None:
+        if isinstance(event.widget, Transcript):
+            self.query_one("#chat-cursor").display = False
+
+    @on(Transcript.Command)
+    def transcript_command(self, message: Transcript.Command) -> None:
+        if message.name == "copy":
+            if message.item is None:
+                self.app.notify("nothing under the cursor to copy", severity="warning")
+            else:
+                self.copy_text(message.item.text, "the code block" if message.item.block else "the reply",
+                               "code" if message.item.block else "reply")
+        elif message.name == "open":
+            self.action_conversations()
+        elif message.name == "settings":
+            self.action_chat_settings()
+        else:
+            self.focus_input()
 
     def action_copy_reply(self) -> None:
         reply = self.conversation.last_reply()
         if not reply:
             self.app.notify("no reply to copy yet", severity="warning")
             return
-        self.app.copy_to_clipboard(reply)  # OSC 52: reaches the SSH client's clipboard
-        self.app.notify(f"copied {len(reply)} characters (OSC 52; in tmux: set -g set-clipboard on)")
+        self.copy_text(reply, "the last reply", "reply")
+
+    def copy_text(self, text: str, what: str, kind: str) -> None:
+        """OSC 52 at once (it reaches the SSH client's terminal); the local clipboard or a file in a thread."""
+        from backend.clipboard import deliver
+
+        self.app.copy_to_clipboard(text)
+
+        def work_() -> None:
+            self.post_message(ClipboardDelivered(deliver(text, kind), what))
+
+        self.run_worker(work_, thread=True, group="chat-copy", exit_on_error=False)
+
+    @on(ClipboardDelivered)
+    def clipboard_delivered(self, message: ClipboardDelivered) -> None:
+        self.app.notify(message.delivery.text(message.what), timeout=10)

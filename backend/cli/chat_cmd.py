@@ -1,0 +1,210 @@
+"""`qwen-tui chat`: one streamed reply, a saved conversation continued (--conversation), and the
+saved conversations listed, exported, renamed, deleted (--list, --export, --rename, --delete)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+
+def cmd_chat(args) -> int:
+    from backend.cli import load_settings
+    from backend.conversation_store import Store, StoreError
+
+    store = Store()
+    try:
+        if args.list:
+            return _list(store, args.json)
+        if args.export:
+            return _export(store, args.export, args.out)
+        if args.rename:
+            conv_id = _resolve(store, args.rename[0])
+            store.rename(conv_id, args.rename[1])
+            print(f"renamed {conv_id}: {' '.join(args.rename[1].split())}")
+            return 0
+        if args.delete:
+            conv_id = _resolve(store, args.delete)
+            title = store.load(conv_id).title
+            store.delete(conv_id)
+            print(f"deleted {conv_id} ({title})")
+            return 0
+        return _send(load_settings(args), store, args)
+    except StoreError as e:
+        if args.json:
+            _print_json({"error": str(e)})
+        else:
+            _err(f"qwen-tui chat: {e}")
+        return 1
+
+
+def _resolve(store, name: str) -> str:
+    from backend.conversation_store import StoreError
+
+    conv_id = store.resolve(name)
+    if conv_id is None:
+        raise StoreError(f"no saved conversation {name!r} (qwen-tui chat --list shows them)")
+    return conv_id
+
+
+def _list(store, as_json: bool) -> int:
+    rows = store.list()
+    if as_json:
+        _print_json({"dir": str(store.root), "conversations": [s.as_dict() for s in rows]})
+        return 0
+    if not rows:
+        print(f"no saved conversations yet (they are kept in {store.root})")
+        return 0
+    print(f"{'id':<21} {'updated':<16} {'msgs':>4}  {'model':<20} title")
+    for s in rows:
+        damaged = f"  ({s.damaged} damaged lines skipped)" if s.damaged else ""
+        print(f"{s.id:<21} {_when(s.updated):<16} {s.messages:>4}  {s.model[:20]:<20} {s.title}{damaged}")
+    return 0
+
+
+def _export(store, name: str, out: str | None) -> int:
+    from backend.conversation import to_markdown
+
+    text = to_markdown(store.load(_resolve(store, name)))
+    if out and out != "-":
+        from pathlib import Path
+
+        try:
+            Path(out).expanduser().write_text(text, encoding="utf-8")
+        except OSError as e:
+            _err(f"qwen-tui chat: cannot write {out}: {e.strerror or e}")
+            return 1
+        print(f"wrote {out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _send(settings, store, args) -> int:
+    from backend.chat import ChatError, ChatResult, new_client, stream_chat
+    from backend.context_budget import Budget, count, exchanges_to_drop, split_exchanges
+    from backend.conversation import ChatParams, Conversation, figures_line, reply_figures
+    from backend.conversation_store import server_record
+
+    prompt = " ".join(args.prompt) if args.prompt else sys.stdin.read()
+    if not prompt.strip():
+        _err("qwen-tui chat: nothing to send (give a prompt, or pipe one in)")
+        return 2
+    model = args.model or settings.served_name
+    conv: Conversation | None = None
+    if args.conversation:
+        conv_id = store.resolve(args.conversation)
+        if conv_id is not None:
+            conv = store.load(conv_id, ChatParams.from_chat(settings.chat))
+        else:  # a new conversation of that name
+            conv = Conversation(params=ChatParams.from_chat(settings.chat), title=" ".join(args.conversation.split()))
+    params = conv.params if conv is not None else ChatParams.from_chat(settings.chat)
+    max_tokens = args.max_tokens or params.max_tokens
+    result = ChatResult()
+    notes: list[str] = []
+
+    async def run() -> Budget:
+        async with new_client(settings.api_key) as client:
+            messages = conv.messages(prompt) if conv is not None else Conversation(params.system_prompt).messages(prompt)
+            from backend.httpclient import headers
+
+            budget = await count(client, settings.base_url, model, messages, max_tokens, headers=headers(settings.api_key))
+            if budget.fits is False and conv is not None and args.drop_oldest and budget.max_model_len:
+                system = conv.history()[:1] if conv.system_prompt else []
+                k = await exchanges_to_drop(client, settings.base_url, model, system,
+                                            split_exchanges(conv.turns[conv.context_start:]),
+                                            {"role": "user", "content": prompt}, max_tokens, budget.max_model_len,
+                                            headers(settings.api_key))
+                if k:
+                    conv.drop_oldest(k)
+                    store.save_context(conv)
+                    notes.append(f"left the oldest {k} exchange{'s' if k != 1 else ''} out of the context")
+                    messages = conv.messages(prompt)
+                    budget = await count(client, settings.base_url, model, messages, max_tokens,
+                                         headers=headers(settings.api_key))
+            if budget.fits is False:
+                fix = f"lower --max-tokens to {budget.max_tokens_that_fit} or less" if budget.max_tokens_that_fit else \
+                    "the message alone is too long for max_model_len: shorten it"
+                if conv is not None and conv.exchanges_in_context():
+                    fix += ", or add --drop-oldest (the oldest exchanges are left out of the context, kept in the file)"
+                raise ChatError(budget.refusal(), fix)
+            async for delta in stream_chat(settings.base_url, model, messages, max_tokens=max_tokens,
+                                           temperature=params.temperature, top_p=params.top_p,
+                                           api_key=settings.api_key, result=result, client=client):
+                if not args.json:
+                    sys.stdout.write(delta.text)
+                    sys.stdout.flush()
+            return budget
+
+    try:
+        budget = asyncio.run(run())
+    except ChatError as e:
+        if args.json:
+            _print_json({"error": e.message, "fix": e.fix, "status": e.status})
+        else:
+            _err(f"{e.message}\n  fix: {e.fix}")
+        return 1
+    except KeyboardInterrupt:  # the partial reply is kept, marked as cut
+        if conv is not None:
+            store.save_server(conv, result.model or model, server_record(settings, settings.base_url, model))
+            store.add_turns(conv, conv.record(prompt, result.text, reply_figures(result), figures_line(result), cut=True))
+        raise
+    from backend.ledger import plan_for_console
+
+    plan, _ = plan_for_console(settings)
+    ceiling = plan.get("decode_tokens_per_s_ceiling") if plan else None
+    if conv is not None:
+        store.save_server(conv, result.model or model, server_record(settings, settings.base_url, model))
+        store.add_turns(conv, conv.record(prompt, result.text, reply_figures(result), figures_line(result, ceiling)))
+    if args.json:
+        out = dict(result.as_dict(), decode_tokens_per_s_ceiling=ceiling,
+                   context={"prompt_tokens": budget.prompt_tokens, "exact": budget.exact,
+                            "max_model_len": budget.max_model_len, "max_tokens": max_tokens})
+        if conv is not None:
+            out["conversation"] = {"id": conv.id, "title": conv.title, "messages": conv.message_count(),
+                                   "path": str(store.path(conv.id)) if conv.id else None}
+        if notes:
+            out["notes"] = notes
+        _print_json(out)
+    else:
+        from backend.conversation import rate_text
+
+        tps = rate_text(result, ceiling)
+        ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
+        saved = f"; saved in {conv.id} ({conv.message_count()} messages)" if conv is not None and conv.id else ""
+        for note in notes:
+            _err(note)
+        print(f"\n[{result.completion_tokens} tokens, TTFT {ttft}, {tps}, finish {result.finish_reason}{saved}]",
+              file=sys.stderr)
+    return 0
+
+
+def chat_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompt", nargs="*", help="the message (standard input when absent)")
+    p.add_argument("--model", help="model name to send (default: server.served_model_name)")
+    p.add_argument("--max-tokens", type=int, help="override max_tokens (chat.max_tokens, or the conversation's)")
+    p.add_argument("--conversation", metavar="NAME",
+                   help="continue a saved conversation (id, id prefix or title); a new one of that title if none")
+    p.add_argument("--drop-oldest", action="store_true",
+                   help="with --conversation: leave the oldest exchanges out of the context when it would not fit")
+    p.add_argument("--list", action="store_true", help="list the saved conversations")
+    p.add_argument("--export", metavar="ID", help="print a saved conversation as Markdown")
+    p.add_argument("--out", metavar="FILE", help="with --export: write to FILE")
+    p.add_argument("--rename", nargs=2, metavar=("ID", "TITLE"), help="rename a saved conversation")
+    p.add_argument("--delete", metavar="ID", help="delete a saved conversation")
+    p.add_argument("--json", action="store_true", help="print one JSON object")

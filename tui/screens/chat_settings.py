@@ -1,0 +1,55 @@
+"""ChatSettingsScreen: this conversation's system prompt, temperature, top_p and max_tokens (the
+defaults of a new one come from [chat]); saved with the conversation. Dismisses with the new
+ChatParams, or None (esc)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label
+
+from backend.conversation import PARAM_HELP, ChatParams, parse_param
+
+
+class ChatSettingsScreen(ModalScreen[ChatParams | None]):
+    CSS_PATH = "chat_settings.tcss"
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="chat-settings-cancel")]
+
+    def __init__(self, params: ChatParams, title: str = "") -> None:
+        super().__init__()
+        self.params, self.title_text = params, title
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(f"Settings of this chat{': ' + self.title_text if self.title_text else ''}",
+                        id="question", markup=False)
+            for f in fields(ChatParams):
+                with Horizontal(classes="row"):
+                    yield Label(f.name, classes="name")
+                    yield Input(str(getattr(self.params, f.name)), id=f"param-{f.name}", select_on_focus=False)
+                yield Label(PARAM_HELP[f.name], classes="help", markup=False)
+            yield Label("", id="detail", markup=False)
+            yield Label("enter: save with this conversation · tab: next field · esc: cancel "
+                        "(new conversations start from [chat])", id="keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#param-system_prompt", Input).focus()
+
+    @on(Input.Submitted)
+    def save(self) -> None:
+        values, errors = {}, []
+        for f in fields(ChatParams):
+            raw = self.query_one(f"#param-{f.name}", Input).value
+            try:
+                values[f.name] = parse_param(f.name, raw)
+            except ValueError as e:
+                errors.append(str(e))
+        if errors:
+            self.query_one("#detail", Label).update("not saved: " + "; ".join(errors))
+            return
+        self.dismiss(ChatParams(**values))
