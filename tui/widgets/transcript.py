@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual import events
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 
@@ -37,8 +38,17 @@ class Item:
 
 
 class Transcript(VerticalScroll, can_focus=True):
-    KEYS = {"up": "prev", "k": "prev", "down": "next", "j": "next", "y": "copy", "o": "open",
-            "s": "settings", "enter": "back", "i": "back", "escape": "back"}
+    BINDINGS = [
+        Binding("up,k", "move(-1)", "Previous", id="transcript-prev"),
+        Binding("down,j", "move(1)", "Next", id="transcript-next"),
+        Binding("y", "command('copy')", "Copy", id="transcript-copy"),
+        Binding("o", "command('open')", "Saved chats", id="transcript-open"),
+        Binding("s", "command('settings')", "Chat settings", id="transcript-settings"),
+        Binding("enter,i,escape", "command('back')", "Back to the input", id="transcript-back"),
+    ]
+    # the letters above: handled here before the main screen sends printable keys to the input
+    LETTERS = {"k": "move(-1)", "j": "move(1)", "y": "command('copy')", "o": "command('open')",
+               "s": "command('settings')", "i": "command('back')"}
 
     class Command(Message):
         """A key pressed on the transcript: copy (with `item`), open, settings, back."""
@@ -90,17 +100,19 @@ class Transcript(VerticalScroll, can_focus=True):
         self.post_message(self.CursorMoved(f"{item.describe(replies)} · y copy · ↑↓ move · o conversations · "
                                            "s settings · enter back to the input"))
 
-    def on_key(self, event: events.Key) -> None:
-        name = self.KEYS.get(event.key)
-        if name is None:
+    async def on_key(self, event: events.Key) -> None:
+        action = self.LETTERS.get(event.key)
+        if action is None:
             return  # other printable keys go on to the screen, which puts them in the input
         event.stop()
         event.prevent_default()
-        if name in ("prev", "next"):
-            items = self.items()
-            if items:
-                step = -1 if name == "prev" else 1
-                self.cursor = min(len(items) - 1, max(0, self.cursor + step))
-                self._show(items)
-            return
+        await self.run_action(action)
+
+    def action_move(self, step: int) -> None:
+        items = self.items()
+        if items:
+            self.cursor = min(len(items) - 1, max(0, self.cursor + step))
+            self._show(items)
+
+    def action_command(self, name: str) -> None:
         self.post_message(self.Command(name, self.current() if name == "copy" else None))
