@@ -218,3 +218,42 @@ async def test_copy_a_code_block_from_the_transcript_says_which_path(qhome, monk
             await pilot.press("ctrl+y")
             assert await wait_until(pilot, lambda: copied[-1].startswith("Try this:"))
     assert json.loads(json.dumps(copied))  # plain strings
+
+
+async def test_the_palette_has_the_chat_commands(qhome):
+    from tui.screens.chat_settings import ChatSettingsScreen
+    from tui.screens.conversations import ConversationsScreen
+
+    with FaultServer() as srv:
+        app = _app(srv, qhome)
+        async with app.run_test(size=(150, 45)) as pilot:
+            commands = {c.title: c.callback for c in app.get_system_commands(app.screen)}
+            wanted = {"Chat: saved conversations", "Chat: this chat's settings", "Chat: new conversation"}
+            assert wanted <= set(commands)
+            await commands["Chat: saved conversations"]()
+            assert await wait_until(pilot, lambda: isinstance(app.screen, ConversationsScreen))
+            from textual.widgets import TabbedContent
+            assert app.main_screen.query_one(TabbedContent).active == "tab-chat"
+            await pilot.press("escape")
+            await commands["Chat: this chat's settings"]()
+            assert await wait_until(pilot, lambda: isinstance(app.screen, ChatSettingsScreen))
+            assert await wait_until(pilot, lambda: app.screen.query("#param-system_prompt"))
+            assert app.screen.query_one("#param-system_prompt", Input).has_focus
+            await pilot.press("escape")
+
+
+async def test_ctrl_n_during_a_reply_cuts_it_into_the_old_conversation(qhome):
+    with FaultServer() as srv:
+        srv.script = ["slow"]
+        app = _app(srv, qhome)
+        async with app.run_test(size=(150, 45)) as pilot:
+            pane = await _ready(pilot, app)
+            await pilot.press(*"long one", "enter")
+            assert await wait_until(pilot, lambda: pane.query(ReplyView) and
+                                    "word3" in pane.query(ReplyView).last().source, tries=100)
+            old = pane.conversation
+            await pilot.press("ctrl+n")
+            assert await wait_until(pilot, lambda: pane.conversation is not old and not pane.streaming)
+            await pilot.pause(0.2)
+            assert not pane.query(ReplyView) and not any("cut" in t for t in _texts(pane, "figures"))
+        assert Store().load(old.id).replies()[0]["cut"] is True

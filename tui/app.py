@@ -63,6 +63,31 @@ class QwenApp(App):
         self.settings = new
         return new
 
+    def get_system_commands(self, screen: Any):
+        """The palette has the chat's commands too (they also have keys in the chat tab)."""
+        from textual.app import SystemCommand
+
+        yield from super().get_system_commands(screen)
+        if screen is self.main_screen:
+            for title, help_text, action in (
+                    ("Chat: saved conversations", "reopen, rename, delete or export one (ctrl+o)", "conversations"),
+                    ("Chat: this chat's settings", "system prompt, temperature, top_p, max_tokens (ctrl+s)",
+                     "chat_settings"),
+                    ("Chat: new conversation", "the current one stays saved (ctrl+n)", "new_conversation")):
+                yield SystemCommand(title, help_text, lambda a=action: self._chat_action(a))
+
+    async def _chat_action(self, action: str) -> None:
+        from textual.widgets import TabbedContent
+
+        from tui.widgets.chat_pane import ChatPane
+
+        screen = self.main_screen
+        if screen is None:
+            return
+        if screen.query_one(TabbedContent).active != "tab-chat":
+            screen.action_chat()
+        await screen.query_one(ChatPane).run_action(action)
+
     # -- every way out: q, ctrl+q, ctrl+c, the palette's Quit ---------------------------------
     def server_state(self) -> str:
         screen = self.main_screen

@@ -120,10 +120,11 @@ def _send(settings, store, args) -> int:
 
     async def run() -> Budget:
         async with new_client(settings.api_key) as client:
-            messages = conv.messages(prompt) if conv is not None else Conversation(params.system_prompt).messages(prompt)
             from backend.httpclient import headers
 
-            budget = await count(client, settings.base_url, model, messages, max_tokens, headers=headers(settings.api_key))
+            messages = (conv or Conversation(params.system_prompt)).messages(prompt)
+            budget = await count(client, settings.base_url, model, messages, max_tokens,
+                                 headers=headers(settings.api_key))
             if budget.fits is False and conv is not None and args.drop_oldest and budget.max_model_len:
                 system = conv.history()[:1] if conv.system_prompt else []
                 k = await exchanges_to_drop(client, settings.base_url, model, system,
@@ -162,7 +163,8 @@ def _send(settings, store, args) -> int:
     except KeyboardInterrupt:  # the partial reply is kept, marked as cut
         if conv is not None:
             store.save_server(conv, result.model or model, server_record(settings, settings.base_url, model))
-            store.add_turns(conv, conv.record(prompt, result.text, reply_figures(result), figures_line(result), cut=True))
+            cut = conv.record(prompt, result.text, reply_figures(result), figures_line(result), cut=True)
+            store.add_turns(conv, cut)
         raise
     from backend.ledger import plan_for_console
 

@@ -19,6 +19,7 @@ from backend.conversation import PARAM_HELP, ChatParams, parse_param
 class ChatSettingsScreen(ModalScreen[ChatParams | None]):
     CSS_PATH = "chat_settings.tcss"
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="chat-settings-cancel")]
+    AUTO_FOCUS = "#param-system_prompt"
 
     def __init__(self, params: ChatParams, title: str = "") -> None:
         super().__init__()
@@ -36,9 +37,6 @@ class ChatSettingsScreen(ModalScreen[ChatParams | None]):
             yield Label("", id="detail", markup=False)
             yield Label("enter: save with this conversation · tab: next field · esc: cancel "
                         "(new conversations start from [chat])", id="keys")
-
-    def on_mount(self) -> None:
-        self.query_one("#param-system_prompt", Input).focus()
 
     @on(Input.Submitted)
     def save(self) -> None:

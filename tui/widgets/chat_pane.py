@@ -153,7 +153,8 @@ class ChatPane(Vertical):
         drop = None
         if conv.exchanges_in_context():
             system = conv.history()[:1] if conv.system_prompt else []
-            drop = await exchanges_to_drop(client, base_url, model, system, split_exchanges(conv.turns[conv.context_start:]),
+            drop = await exchanges_to_drop(client, base_url, model, system,
+                                           split_exchanges(conv.turns[conv.context_start:]),
                                            {"role": "user", "content": text}, budget.max_tokens,
                                            budget.max_model_len or 0, key)
         self.post_message(ChatRefused(text, budget, drop))
@@ -314,10 +315,21 @@ class ChatPane(Vertical):
             self.post_message(self.Escaped())
         self.focus_input()
 
-    async def action_new_conversation(self) -> None:
+    async def _cancel_reply(self) -> None:
+        """Cut a streaming reply (kept in its conversation, marked) and wait for its worker to end."""
         if self.streaming:
+            from textual.worker import WorkerCancelled, WorkerFailed
+
+            chat = [w for w in self.workers if w.group == "chat" and w.node is self]
             self.workers.cancel_group(self, "chat")
-            await self.workers.wait_for_complete()
+            for worker in chat:
+                try:
+                    await worker.wait()
+                except (WorkerCancelled, WorkerFailed):
+                    pass
+
+    async def action_new_conversation(self) -> None:
+        await self._cancel_reply()
         old = self.conversation
         await self.show(self._new_conversation())
         if old.turns:
@@ -380,9 +392,7 @@ class ChatPane(Vertical):
         self.app.push_screen(ConversationsScreen(self.store, self.conversation.id), chosen)
 
     async def reopen(self, conv_id: str) -> None:
-        if self.streaming:
-            self.workers.cancel_group(self, "chat")
-            await self.workers.wait_for_complete()
+        await self._cancel_reply()
         try:
             conv = await asyncio.to_thread(self.store.load, conv_id, ChatParams.from_chat(self.app.settings.chat))
         except StoreError as e:
