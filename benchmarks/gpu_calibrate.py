@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-CLI = [sys.executable, "-m", "tui.main"]
+CLI = [sys.executable, "-m", "tui.entry"]
 
 QWEN7B = "/tmp/w/model/Qwen2.5-7B-shape"
 QWEN7B_CONFIG = {  # Qwen2.5-7B-Instruct's config.json shape
@@ -96,9 +96,9 @@ def one(name: str, sets: list[str], out: Path) -> dict:
     rc, served, err = cli_json(*setv, "serve", "--detach", "--wait", "360")
     ready_s = round(time.time() - t0, 1)
     peak = nvml_memory()
-    from backend import client, statefile
+    from backend import statefile, supervisor_client
 
-    st = client.status()
+    st = supervisor_client.status()
     log_path = st.get("log_path")
     settings = (statefile.read() or {}).get("settings")
     subprocess.run([*CLI, "stop"], capture_output=True, text=True, timeout=120)
