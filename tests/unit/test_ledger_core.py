@@ -357,3 +357,33 @@ def test_utilization_too_high_for_the_cuda_context():
 def test_qwen3_2507_has_256k_context():
     assert lookup("Qwen/Qwen3-30B-A3B-Instruct-2507").max_position_embeddings == 262144
     assert lookup("Qwen/Qwen3-30B-A3B").max_position_embeddings == 40960
+
+
+def test_moe_activation_is_the_fused_moe_workspaces_plus_one_layer_half():
+    from backend.ledger.overheads import moe_forward_per_token
+
+    # Qwen3-30B-A3B on one GPU: workspaces 8 x (max(768, 2048) + max(1536, 2048)) = 32,768 elements,
+    # attention half 5,120 (qkv) + 4,096 (attention out) + 4,608 (q/k norm) + 3 x 2,048 = 19,968
+    one = moe_forward_per_token(hidden=2048, tp=1, experts=128, experts_per_tok=8, moe_intermediate=768,
+                                q_out=4096, kv_out=512, qk_norm=True)
+    assert one == 32768 + 19968
+    # a shared expert makes the MoE half the larger one (Qwen1.5-MoE-A2.7B: 4 x 2048 + 3 x 5632 + 60)
+    shared = moe_forward_per_token(hidden=2048, tp=1, experts=60, experts_per_tok=4, moe_intermediate=1408,
+                                   shared_intermediate=5632, q_out=2048, kv_out=2048)
+    assert shared == 4 * (2048 + 2816) + 4 * 2048 + 3 * 5632 + 60
+    # TP=2 halves N and the shared expert, not the hidden-size workspaces
+    two = moe_forward_per_token(hidden=2048, tp=2, experts=60, experts_per_tok=4, moe_intermediate=1408,
+                                shared_intermediate=5632, q_out=1024, kv_out=1024)
+    assert two == 4 * (2048 + 2048) + 4 * 2048 + 3 * 2816 + 60
+
+
+def test_qwen2_moe_shared_expert_counts_in_the_weights():
+    from backend.ledger.shapes import from_config, param_count
+
+    cfg = {"model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+           "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 151936, "num_experts": 60,
+           "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
+    assert param_count(from_config(cfg, "q2moe")) == 14_315_784_192  # Qwen1.5-MoE-A2.7B: "14.3B"
+    no_shared = dict(cfg, shared_expert_intermediate_size=0)
+    assert param_count(from_config(cfg, "q2moe")) - param_count(from_config(no_shared, "q2moe")) == 24 * (
+        3 * 2048 * 5632 + 2048)

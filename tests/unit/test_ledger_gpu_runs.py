@@ -16,9 +16,12 @@ TOL_PCT = 5.0
 
 def test_the_grid_is_there():
     names = {p.stem for p in RUNS}
-    assert len(RUNS) >= 12
-    # the cases that matter: a 24 GB-card-sized budget, cold and warm, eager, fp8, another shape
+    assert len(RUNS) >= 20
+    # the cases that matter: a 24 GB-card-sized budget, cold and warm, eager, fp8, another shape,
+    # two MoE shapes (with and without a shared expert) at two batch sizes
     assert {"u025", "u025-eager", "u025-fp8kv", "u090-warm", "7b-u020-cold", "7b-u020-warm"} <= names
+    assert {"q2moe-u030-eager", "q2moe-u030-eager-mnbt2048", "q2moe-u030-cold", "q3moe-u060-eager",
+            "q3moe-u060-eager-mnbt2048", "q3moe-u060-warm"} <= names
 
 
 @pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
@@ -59,3 +62,22 @@ def test_the_plan_says_what_is_measured_and_what_it_expects():
     assert two.basis["expected_error_pct"] == 5.0 and any("tensor parallel" in m for m in two.basis["not_measured"])
     old = plan(lookup("Qwen/Qwen2.5-14B-Instruct"), PlanParams(vllm_version="0.6.4", max_model_len=8192), [h200])
     assert old.basis["expected_error_pct"] > 5 and old.to_dict()["basis"] == old.basis
+
+
+def test_moe_runs_are_planned_from_their_own_config_and_weights_match_the_log():
+    for stem, gib in (("q2moe-u030-eager", 26.67), ("q3moe-u060-eager", 56.88)):
+        r = replay(next(p for p in RUNS if p.stem == stem))
+        assert r.ledger.notes and any("MoE" in n for n in r.ledger.notes)
+        # "Model loading took 26.67 GiB" / "56.88 GiB": the shared expert counted, the router replicated
+        assert abs(r.ledger.weights_bytes_per_gpu / 2**30 - gib) < 0.01, stem
+
+
+def test_moe_forward_slope_matches_the_two_batch_sizes():
+    """The activation model's per-token slope against what vLLM's KV budget lost between 2,048 and
+    8,192 batched tokens (eager, so no compile or graphs in between)."""
+    for shape in ("q2moe-u030", "q3moe-u060"):
+        big = replay(next(p for p in RUNS if p.stem == f"{shape}-eager"))
+        small = replay(next(p for p in RUNS if p.stem == f"{shape}-eager-mnbt2048"))
+        logged = small.vllm["kv_cache_gib"] - big.vllm["kv_cache_gib"]
+        planned = (big.ledger.activation_bytes - small.ledger.activation_bytes) / 2**30
+        assert logged > 0.4 and abs(planned - logged) / logged < 0.1, (shape, planned, logged)
