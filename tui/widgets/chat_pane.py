@@ -37,8 +37,9 @@ HELP = ("Ask the served model something. Every key here is text. enter: send · 
 
 
 def _preload() -> None:
-    import backend.chat  # noqa: F401
     import rich.markdown  # noqa: F401
+
+    import backend.chat  # noqa: F401
 
 
 class ChatPane(Vertical):

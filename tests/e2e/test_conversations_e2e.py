@@ -1,0 +1,156 @@
+"""End to end on the real vLLM CPU demo server: esc aborts the request on the server
+(vllm:num_requests_running back to 0 within 1 s), two replies survive a quit and are reopened with
+`o` with their figures, the export is Markdown, and a request that would not fit is refused
+before vLLM sees it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+import httpx
+import pytest
+
+from tests.helpers.e2e import cli, pilot_waiter, wait_state
+
+pytestmark = pytest.mark.e2e
+START_TIMEOUT = 420
+_RUNNING = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+
+
+def running(base: str) -> float:
+    text = httpx.get(f"{base}/metrics", timeout=5, trust_env=False).text
+    return sum(float(v) for v in _RUNNING.findall(text))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, vllm_lock):
+    from backend import procs
+
+    home = tmp_path_factory.mktemp("convo-e2e-home")
+    old = os.environ.get("QWEN_TUI_HOME")
+    os.environ["QWEN_TUI_HOME"] = str(home)
+    assert not procs.find_vllm_processes(), "vLLM processes are already running on this machine"
+    r = cli("--demo", "serve", "--detach", timeout=60)
+    assert r.returncode == 0, r.stderr
+    st = wait_state({"ready", "failed"}, START_TIMEOUT)
+    assert st["state"] == "ready", st
+    yield st
+    cli("stop", timeout=120)
+    for p in procs.find_vllm_processes():
+        p.kill()
+    if old is None:
+        os.environ.pop("QWEN_TUI_HOME", None)
+    else:
+        os.environ["QWEN_TUI_HOME"] = old
+
+
+def _app():
+    from backend.settings import load
+    from backend.supervisor_client import ServerClient
+    from tui.app import make_app
+
+    return make_app(load(demo=True), ServerClient(["--demo"]))
+
+
+async def test_esc_aborts_the_request_on_the_server(server):
+    """A reply that would run for long (ignore_eos, max_tokens near max_model_len) is cut by esc:
+    the stream closes and vLLM drops the request (num_requests_running 1 -> 0 within 1 s)."""
+    from tui.widgets.chat_pane import ChatPane
+    from tui.widgets.reply import ReplyView
+
+    base = server["base_url"]
+    assert running(base) == 0
+    app = _app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        until = pilot_waiter(pilot, 60)
+        pane = app.screen.query_one(ChatPane)
+        assert await until(lambda: pane.endpoint is not None)
+        pane.request_extra = {"ignore_eos": True}
+        pane.conversation.params.max_tokens = 1900
+        await pilot.press("c", *"Tell me a very long story", "enter")
+        assert await until(lambda: pane.query(ReplyView) and pane.query(ReplyView).last().source), "no text arrived"
+        assert running(base) == 1 and pane.streaming, "the reply ended before it could be cut"
+        await pilot.press("escape")
+        cut_at = time.monotonic()
+        back_to_zero = None
+        while time.monotonic() - cut_at < 5:
+            if running(base) == 0:
+                back_to_zero = time.monotonic() - cut_at
+                break
+            await pilot.pause(0.05)
+        assert back_to_zero is not None and back_to_zero <= 1.0, f"still running {back_to_zero} s after esc"
+        assert await until(lambda: not pane.streaming, 10)
+        reply = pane.conversation.replies()[-1]
+        assert reply["cut"] is True and reply["content"]
+        assert reply["figures"]["completion_tokens"] < 1900  # stopped, not finished
+        print(f"num_requests_running back to 0 {back_to_zero * 1000:.0f} ms after esc "
+              f"({reply['figures']['completion_tokens']} of 1900 tokens streamed)")
+        app.exit()
+
+
+async def test_two_replies_quit_reopen_with_figures_then_export(server):
+    from textual.widgets import DataTable, Static
+
+    from tui.widgets.chat_pane import ChatPane
+    from tui.widgets.reply import ReplyView
+
+    app = _app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        until = pilot_waiter(pilot, 60)
+        pane = app.screen.query_one(ChatPane)
+        assert await until(lambda: pane.endpoint is not None)
+        pane.conversation.params.max_tokens = 24
+        await pilot.press("c", *"Hello there", "enter")
+        assert await until(lambda: len(pane.conversation.replies()) == 1 and not pane.streaming)
+        await pilot.press(*"And again", "enter")
+        assert await until(lambda: len(pane.conversation.replies()) == 2 and not pane.streaming)
+        conv_id = pane.conversation.id
+        first = [dict(r) for r in pane.conversation.replies()]
+        assert "context" in str(pane.query_one("#chat-budget", Static).render())
+        app.exit()
+    assert all(r["figures"]["completion_tokens"] == 24 and "TTFT" in r["line"] for r in first)
+
+    app = _app()  # the console again, from nothing
+    async with app.run_test(size=(160, 48)) as pilot:
+        until = pilot_waiter(pilot, 30)
+        pane = app.screen.query_one(ChatPane)
+        await pilot.press("c", "up", "o")
+        table = app.screen.query_one(DataTable)
+        assert await until(lambda: table.row_count >= 1)
+        keys = [k.value for k in table.rows]
+        table.move_cursor(row=keys.index(conv_id))
+        row = table.get_row_at(keys.index(conv_id))
+        assert row[0] == "Hello there" and row[2] == "qwen-tui-demo" and row[3] == "4"
+        await pilot.press("enter")
+        assert await until(lambda: pane.conversation.id == conv_id and len(pane.conversation.turns) == 4)
+        shown = [r.source for r in pane.query(ReplyView).results(ReplyView)]
+        assert shown == [r["content"] for r in first]
+        lines = [str(w.render()) for w in pane.query(".figures").results(Static) if "TTFT" in str(w.render())]
+        assert lines == [r["line"] for r in first]
+        # the budget line is counted against the real max_model_len
+        assert await until(lambda: "/ 2048 tokens" in str(pane.query_one("#chat-budget", Static).render()))
+        app.exit()
+
+    r = cli("chat", "--export", conv_id)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# Hello there\n") and "## You\n\nAnd again" in r.stdout
+    assert r.stdout.count("## Assistant") == 2 and r.stdout.count("*TTFT") == 2
+    r = cli("chat", "--list", "--json")
+    rows = {c["id"]: c for c in json.loads(r.stdout)["conversations"]}
+    assert rows[conv_id]["messages"] == 4 and rows[conv_id]["model"] == "qwen-tui-demo"
+    # headless, the same conversation goes on with its history
+    r = cli("--demo", "chat", "--conversation", conv_id, "--max-tokens", "8", "--json", "third")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["conversation"]["messages"] == 6 and out["completion_tokens"] == 8
+    assert out["prompt_tokens"] > 48 + 16  # the earlier turns were in the prompt
+
+
+def test_a_request_that_would_not_fit_is_refused_before_vllm(server):
+    r = cli("--demo", "chat", "--conversation", "too long", "--max-tokens", "2040", "hi")
+    assert r.returncode == 1
+    assert "> max_model_len 2048" in r.stderr and "lower --max-tokens to" in r.stderr
+    assert "400" not in r.stderr  # refused here, not by the server
