@@ -46,6 +46,9 @@ async def test_two_replies_saved_then_reopened_with_their_figures(qhome):
         app = _app(srv, qhome)
         async with app.run_test(size=(150, 45)) as pilot:
             pane = await _ready(pilot, app)
+            budget = lambda: str(pane.query_one("#chat-budget", Static).render())  # noqa: E731
+            # counted once the server is seen: the system prompt alone (10 tokens on this server)
+            assert await wait_until(pilot, lambda: "context 10 / 2048 tokens (+512 max reply)" in budget())
             await _say(pilot, pane, "first", 1)
             await _say(pilot, pane, "second", 2)
             conv_id = pane.conversation.id

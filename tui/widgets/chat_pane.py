@@ -74,7 +74,7 @@ class ChatPane(Vertical):
         self.ceiling: float | None = None  # the ledger's batch-1 decode ceiling, when known
         self.streaming = False
         # (base_url, model) of the running server, set by the screen from each poll; None: settings
-        self.endpoint: tuple[str, str] | None = None
+        self._endpoint_value: tuple[str, str] | None = None
         self._reply: ReplyView | None = None
         self._pending: list = []  # the user line and reply of the message being sent
         self.transport = None  # an httpx transport for the pane's client (benchmarks, tests); None: network
@@ -98,6 +98,19 @@ class ChatPane(Vertical):
         self.query_one("#chat-cursor").display = False
         # what the first chat needs (httpx, rich.markdown) is imported off the first frame's path, in a thread
         self.set_timer(1.0, lambda: self.run_worker(_preload, thread=True, group="chat-preload", exit_on_error=False))
+
+    @property
+    def endpoint(self) -> tuple[str, str] | None:
+        return self._endpoint_value
+
+    @endpoint.setter
+    def endpoint(self, value: tuple[str, str] | None) -> None:
+        """A server came up (or moved): count the context once, so the budget shows before a send."""
+        changed = value != self._endpoint_value
+        self._endpoint_value = value
+        if changed and value is not None and self.is_mounted and not self.streaming:
+            self.max_model_len, self._known = None, None
+            self.refresh_budget()
 
     def _new_conversation(self) -> Conversation:
         return Conversation(params=ChatParams.from_chat(self.app.settings.chat))
