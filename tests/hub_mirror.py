@@ -99,6 +99,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve()
 
     def _serve(self) -> None:
+        with self.server._lock:
+            self.server.active += 1
+        try:
+            self._route()
+        finally:
+            with self.server._lock:
+                self.server.active -= 1
+
+    def _route(self) -> None:
         url = urlparse(self.path)
         path = unquote(url.path)
         self.server.log.append((self.command, path, self.headers.get("Range")))
@@ -204,6 +213,7 @@ class HubMirror(ThreadingHTTPServer):
         self.ignore_range = False
         self.sent: dict[str, int] = {}
         self.log: list[tuple[str, str, str | None]] = []
+        self.active = 0  # requests being answered
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -227,6 +237,12 @@ class HubMirror(ThreadingHTTPServer):
     def count(self, rel: str, n: int) -> None:
         with self._lock:
             self.sent[rel] = self.sent.get(rel, 0) + n
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Until no request is being answered (a client that went away: its handler sees it soon)."""
+        deadline = time.time() + timeout
+        while self.active and time.time() < deadline:
+            time.sleep(0.02)
 
     @property
     def bytes_sent(self) -> int:
