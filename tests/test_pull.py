@@ -367,3 +367,34 @@ def test_detached_pull_shows_in_status_and_can_be_cancelled(mirror, tmp_path, qh
     final = json.loads(_cli(mirror, qhome, "pull", "--status", "--json").stdout)
     assert not final["running"] and final["state"]["phase"] == "cancelled"
     assert Path(info["log_path"]).is_file()
+
+
+# -- the doctor ----------------------------------------------------------------------------------------
+def _doctor_model(qhome, model="Qwen/Qwen2.5-14B-Instruct"):
+    from backend import doctor
+    from backend.settings import load
+
+    s = load(overrides=[f"server.model={model}"])
+    env = doctor.Env(environ={"HOME": str(qhome), "HF_HOME": str(qhome / "hf")}, home=qhome,
+                     server_status=lambda: {"state": "stopped"}, processes=lambda s, m: [])
+    ctx = doctor.Context(s, env)
+    return doctor.check_model(ctx)
+
+
+def test_doctor_offers_pull_for_a_repo_id_not_downloaded(qhome):
+    c = _doctor_model(qhome)
+    assert c.status == "warn" and "not downloaded" in c.message and "~29.5 GB" in c.message
+    assert "qwen-tui pull --set-model Qwen/Qwen2.5-14B-Instruct" in c.fix
+
+
+def test_doctor_sees_a_pulled_folder_and_a_running_pull(mirror, model_folder, qhome):
+    from backend.pull.run import default_local_dir
+
+    dest = default_local_dir(REPO)
+    r = pull(mirror, dest)
+    assert r["verified"]
+    c = _doctor_model(qhome, REPO)
+    assert c.status == "warn" and f"was pulled into {dest}" in c.message and str(dest) in c.fix
+    (dest / SHARD2).unlink()
+    c = _doctor_model(qhome, REPO)
+    assert "is not finished" in c.message and f"qwen-tui pull --set-model {REPO}" in c.fix
