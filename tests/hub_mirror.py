@@ -150,6 +150,10 @@ class _Handler(BaseHTTPRequestHandler):
         entry = repo.files.get(rel)
         if entry is None:
             return self._error(404, "EntryNotFound", f"{rel} does not exist on \"{rev}\"")
+        self._send_body(repo, rel, entry)
+
+    def _send_body(self, repo: "Repo", rel: str, entry: dict) -> None:
+        """HEAD or GET of one file, with Range (206) and the faults (cuts, rate)."""
         size = entry["size"]
         start = 0
         rng = self.headers.get("Range")

@@ -157,3 +157,59 @@ def test_missing_client_says_how_to_install(monkeypatch, tmp_path, qhome):
     monkeypatch.setitem(sys.modules, "modelscope_hub", None)  # import fails
     r = Pull(PullOptions("qwen/Qwen2.5-Demo", source="modelscope", local_dir=tmp_path / "o")).run()
     assert r["error_kind"] == "missing-client" and "qwen-tui[modelscope]" in r["problems"][0]
+
+
+# -- the real client against tests/modelscope_mirror.py ------------------------------------------------
+@pytest.fixture
+def ms_mirror(folder, tmp_path, monkeypatch):
+    pytest.importorskip("modelscope_hub")
+    from modelscope_mirror import ModelScopeMirror
+
+    m = ModelScopeMirror()
+    m.add("qwen/Qwen2.5-Demo", folder)
+    m.start()
+    monkeypatch.setenv("MODELSCOPE_ENDPOINT", m.url)
+    monkeypatch.setenv("MODELSCOPE_CACHE", str(tmp_path / "ms-cache"))
+    monkeypatch.setenv("MODELSCOPE_HOME", str(tmp_path / "ms-home"))
+    yield m
+    m.stop()
+
+
+def _total(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+
+def test_real_client_full_download_verified(ms_mirror, folder, tmp_path, qhome):
+    r = Pull(PullOptions("qwen/Qwen2.5-Demo", source="modelscope", local_dir=tmp_path / "o")).run()
+    assert r["verified"], r["problems"]
+    assert r["endpoint"] == ms_mirror.url and r["revision"] == "master"
+    assert ms_mirror.bytes_sent == _total(folder) == r["bytes_fetched"]
+    assert any("/repo/files?Revision=master" in p for _, p, _ in ms_mirror.log)
+
+
+def test_real_client_cancel_then_resume_fetches_only_what_is_missing(ms_mirror, folder, tmp_path, qhome):
+    ms_mirror.rate_bps = 400_000
+    cancel = threading.Event()
+
+    def on_event(phase, data):
+        if phase == "downloading" and data["done_bytes"] > 600_000:
+            cancel.set()
+
+    first = Pull(PullOptions("qwen/Qwen2.5-Demo", source="modelscope", local_dir=tmp_path / "o"),
+                 cancel=cancel, on_event=on_event).run()
+    assert first.get("cancelled")
+    ms_mirror.wait_idle()
+    sent = ms_mirror.bytes_sent
+    ms_mirror.rate_bps = 0
+    ms_mirror.cuts["model-00002-of-00002.safetensors"] = [900_000]  # and a dropped connection on the way
+    second = Pull(PullOptions("qwen/Qwen2.5-Demo", source="modelscope", local_dir=tmp_path / "o")).run()
+    assert second["verified"], second["problems"]
+    assert second["bytes_resumed"] > 0
+    again = ms_mirror.bytes_sent - sent
+    assert again == _total(folder) - second["bytes_resumed"] == second["bytes_fetched"]
+    assert any(rng and rng.startswith("bytes=") for _, _, rng in ms_mirror.log)
+
+
+def test_real_client_404(ms_mirror, tmp_path, qhome):
+    r = Pull(PullOptions("qwen/Nope", source="modelscope", local_dir=tmp_path / "o")).run()
+    assert r["error_kind"] == "repo-not-found" and "\n" not in r["problems"][0]

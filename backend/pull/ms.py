@@ -11,6 +11,8 @@ Range request. The endpoint is `MODELSCOPE_ENDPOINT` (or --endpoint), the token
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ INSTALL = "pip install 'qwen-tui[modelscope]' (or pip install modelscope)"
 
 
 def _client():
+    if "tqdm" not in sys.modules:
+        os.environ.setdefault("TQDM_DISABLE", "1")  # its own bars on stderr: the Tracker shows progress
     try:
         import modelscope_hub
     except ImportError:
@@ -34,7 +38,8 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
     hub = _client()
     errors = hub.errors
     if isinstance(e, errors.NotExistError):
-        return PullError(f"{repo_id} (revision {revision}) not found on {endpoint}: {e}", "repo-not-found")
+        return PullError(f"{repo_id} (revision {revision}) not found on {endpoint}: {str(e).splitlines()[0]}",
+                         "repo-not-found")
     if isinstance(e, (errors.AuthenticationError, errors.PermissionDeniedError)):
         return PullError(f"{endpoint} refused access to {repo_id}: set MODELSCOPE_API_TOKEN or run "
                          "`modelscope login`", "unauthorized")
@@ -46,19 +51,26 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
         from backend.pull.hf import os_error
 
         return os_error(e, None)
-    return PullError(f"ModelScope: {type(e).__name__}: {e}", "error")
+    return PullError(f"ModelScope: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", "error")
 
 
-def _callback_class(tracker: Tracker, path: str, cancel: threading.Event):
-    """The client wants a class it instantiates per file with (filename, file_size)."""
+def _callback_class(tracker: Tracker, path: str, cancel: threading.Event, on_disk: int = 0):
+    """The client wants a class it instantiates per file with (filename, file_size). It reports the
+    bytes it resumes from (already on disk) through update() too: those are not counted again."""
     hub = _client()
+    skip = [on_disk]
 
     class ToTracker(hub.ProgressCallback):
         def update(self, size: int) -> None:
             if cancel.is_set():
                 raise Cancelled()
+            size = int(size or 0)
+            if skip[0] and size > 0:
+                taken = min(skip[0], size)
+                skip[0] -= taken
+                size -= taken
             if size:
-                tracker.add(path, int(size))
+                tracker.add(path, size)
 
         def end(self) -> None:
             pass
@@ -71,6 +83,8 @@ class ModelScopeSource:
 
     def __init__(self, endpoint: str | None = None, token: str | None = None, api: Any = None) -> None:
         hub = _client()
+        # read per pull: the client's default config keeps the first endpoint it saw in this process
+        endpoint = endpoint or os.environ.get("MODELSCOPE_ENDPOINT") or None
         self.api = api or hub.HubApi(endpoint=endpoint, token=token)
         config = getattr(self.api, "_config", None)
         self.endpoint = str(endpoint or getattr(config, "endpoint", None) or "https://www.modelscope.cn").rstrip("/")
@@ -87,14 +101,14 @@ class ModelScopeSource:
 
     def fetch(self, listing: Listing, rf: RemoteFile, local_dir: Path, tracker: Tracker,
               cancel: threading.Event) -> None:
-        # the client reports the bytes it finds on disk from an earlier run through the same callback,
-        # so here "fetched" includes them (the hf source counts only bytes received)
-        tracker.begin(rf.path, 0)
+        incomplete = local_dir / (rf.path + ".incomplete")  # what the client resumes from
+        have = incomplete.stat().st_size if incomplete.is_file() else 0
+        tracker.begin(rf.path, have)
         try:
             self.api.downloader.download_file(
                 listing.repo_id, "model", rf.path, revision=listing.revision, local_dir=local_dir,
                 expected_sha256=rf.sha256, file_size=rf.size,
-                progress_callbacks=[_callback_class(tracker, rf.path, cancel)], _cancel_event=cancel)
+                progress_callbacks=[_callback_class(tracker, rf.path, cancel, have)], _cancel_event=cancel)
         except Cancelled:
             raise
         except Exception as e:  # noqa: BLE001

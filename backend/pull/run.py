@@ -118,6 +118,8 @@ def on_disk(listing: Listing, local_dir: Path) -> dict[str, int]:
                 out[f.path] = f.size
                 continue
         part = part_path(local_dir, f.path)
+        if not part.is_file():  # ModelScope's client keeps its partial file beside the target
+            part = local_dir / (f.path + ".incomplete")
         out[f.path] = min(part.stat().st_size, f.size or 0) if part.is_file() else 0
     return out
 
@@ -144,7 +146,8 @@ class Pull:
         from backend.pull.hf import token_source
 
         out = {"repo_id": self.options.repo_id, "source": self.options.source,
-               "revision": self.listing.revision if self.listing else (self.options.revision or "main"),
+               "revision": self.listing.revision if self.listing else (
+                   self.options.revision or ("master" if self.options.source == "modelscope" else "main")),
                "local_dir": str(self.local_dir), "files": files,
                "bytes": self.listing.total_bytes if self.listing else 0,
                "seconds": round(time.monotonic() - started, 3), "verified": verified, "problems": problems,
