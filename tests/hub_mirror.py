@@ -269,40 +269,44 @@ def make_sharded_model(dest: Path, shards: int = 3) -> Path:
     model.safetensors.index.json; a README and .gitattributes as a repo has them."""
     from backend import demo
 
-    dest = Path(dest)
     with tempfile.TemporaryDirectory() as tmp:
-        src = demo.generate(Path(tmp) / "m")
-        blob = (src / "model.safetensors").read_bytes()
-        (n,) = struct.unpack("<Q", blob[:8])
-        header = json.loads(blob[8:8 + n])
-        base = 8 + n
-        tensors = [(k, v) for k, v in header.items() if k != "__metadata__"]
-        total = sum(v["data_offsets"][1] - v["data_offsets"][0] for _, v in tensors)
-        groups: list[list[tuple[str, dict]]] = [[] for _ in range(shards)]
-        acc = 0
-        for name, info in tensors:
-            nbytes = info["data_offsets"][1] - info["data_offsets"][0]
-            groups[min(shards - 1, acc * shards // total)].append((name, info))
-            acc += nbytes
-        dest.mkdir(parents=True, exist_ok=True)
-        for f in src.iterdir():
-            if f.name != "model.safetensors":
-                (dest / f.name).write_bytes(f.read_bytes())
-        weight_map = {}
-        for i, group in enumerate(groups, 1):
-            fname = f"model-{i:05d}-of-{shards:05d}.safetensors"
-            head: dict = {"__metadata__": {"format": "pt"}}
-            datas, off = [], 0
-            for name, info in group:
-                a, b = info["data_offsets"]
-                datas.append(blob[base + a: base + b])
-                head[name] = {"dtype": info["dtype"], "shape": info["shape"], "data_offsets": [off, off + b - a]}
-                off += b - a
-                weight_map[name] = fname
-            raw = json.dumps(head, separators=(",", ":")).encode()
-            raw += b" " * (-len(raw) % 8)
-            with open(dest / fname, "wb") as out:
-                out.write(struct.pack("<Q", len(raw)) + raw + b"".join(datas))
+        return shard_folder(demo.generate(Path(tmp) / "m"), dest, shards)
+
+
+def shard_folder(src: Path, dest: Path, shards: int) -> Path:
+    """A model folder with one model.safetensors, copied to dest with its weights in `shards` files."""
+    dest = Path(dest)
+    blob = (src / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    base = 8 + n
+    tensors = [(k, v) for k, v in header.items() if k != "__metadata__"]
+    total = sum(v["data_offsets"][1] - v["data_offsets"][0] for _, v in tensors)
+    groups: list[list[tuple[str, dict]]] = [[] for _ in range(shards)]
+    acc = 0
+    for name, info in tensors:
+        nbytes = info["data_offsets"][1] - info["data_offsets"][0]
+        groups[min(shards - 1, acc * shards // total)].append((name, info))
+        acc += nbytes
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dest / f.name).write_bytes(f.read_bytes())
+    weight_map = {}
+    for i, group in enumerate(groups, 1):
+        fname = f"model-{i:05d}-of-{shards:05d}.safetensors"
+        head: dict = {"__metadata__": {"format": "pt"}}
+        datas, off = [], 0
+        for name, info in group:
+            a, b = info["data_offsets"]
+            datas.append(blob[base + a: base + b])
+            head[name] = {"dtype": info["dtype"], "shape": info["shape"], "data_offsets": [off, off + b - a]}
+            off += b - a
+            weight_map[name] = fname
+        raw = json.dumps(head, separators=(",", ":")).encode()
+        raw += b" " * (-len(raw) % 8)
+        with open(dest / fname, "wb") as out:
+            out.write(struct.pack("<Q", len(raw)) + raw + b"".join(datas))
     (dest / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     (dest / "README.md").write_text("# Qwen2.5-Demo-Sharded\n\nA tiny random-weight Qwen2 model for tests.\n")
