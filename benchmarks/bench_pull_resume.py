@@ -1,4 +1,4 @@
-"""`qwen-tui pull` resume figures at huggingface_hub's real chunk size, against tests/hub_mirror.py.
+"""`qwen-tui pull` resume figures at huggingface_hub's real chunk size, against tests/helpers/hub_mirror.py.
 
 Builds a Qwen2-shaped model of about SIZE MB (random bytes as weights, the demo's tokenizer), split
 into 4 shards, serves it from the fake hub mirror on 127.0.0.1 (throttled to RATE MB/s so that a kill
@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
 
 def big_model(dest: Path, size_mb: int) -> Path:
     from backend import demo
-    from hub_mirror import shard_folder
+    from tests.helpers.hub_mirror import shard_folder
 
     src = demo.generate(Path(tempfile.mkdtemp()) / "m")
     cfg = json.loads((src / "config.json").read_text())
@@ -60,7 +60,7 @@ def main() -> int:
     p.add_argument("--size", type=int, default=400, help="model size in MB (default 400)")
     p.add_argument("--rate", type=float, default=40, help="mirror MB/s for the first run (default 40)")
     args = p.parse_args()
-    from hub_mirror import HubMirror
+    from tests.helpers.hub_mirror import HubMirror
 
     tmp = Path(tempfile.mkdtemp())
     folder = big_model(tmp / "repo", args.size)

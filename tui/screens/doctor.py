@@ -13,8 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
-from tui.palette import style
 from tui.messages import DoctorReady
+from tui.palette import style
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
@@ -43,7 +43,7 @@ class DoctorScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for label, width in zip(("", "check", "found", "fix"), column_widths(self.app.size.width)):
+        for label, width in zip(("", "check", "found", "fix"), column_widths(self.app.size.width), strict=False):
             table.add_column(label, width=width)
         self.run_doctor()
 
@@ -67,7 +67,8 @@ class DoctorScreen(ModalScreen[None]):
             return
         counts = {s: sum(c.status == s for c in message.checks) for s in RANK}
         summary.update(Text(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed, "
-                            f"{counts['skip']} skipped", style(self.app, "error", "bold") if counts["fail"] else "bold"))
+                            f"{counts['skip']} skipped",
+                            style(self.app, "error", "bold") if counts["fail"] else "bold"))
         offer = any(c.name == "model" and "qwen-tui pull" in (c.fix or "") for c in message.checks)
         self.query_one("#keys", Label).update("r: run again   " + ("g: get the model (pull)   " if offer else "")
                                               + "esc: close")

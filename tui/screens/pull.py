@@ -207,7 +207,8 @@ class PullScreen(ModalScreen[str | None]):
             self.set_focus(None)  # the form's inputs would take c/k/u as text
         self.query_one("#overall").display = True
         phase = data.get("phase")
-        detached = ", keeps going after quit" if data.get("detached") else ", stops if the console quits (k: keep going)"
+        detached = (", keeps going after quit" if data.get("detached")
+                    else ", stops if the console quits (k: keep going)")
         head = f"{data.get('repo_id')} ({data.get('source')}) into {data.get('local_dir') or '…'}: {phase}"
         if self.alive:
             head += f" (pid {data.get('pid')}{detached})"
