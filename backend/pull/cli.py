@@ -49,11 +49,13 @@ def _err(msg: str) -> None:
 
 
 class Printer:
-    """Progress for people on stderr: the file lines as they happen, the overall line each second."""
+    """Progress for people on stderr: the file lines as they happen, the overall line each second
+    (every 5 s when stderr is not a terminal)."""
 
-    def __init__(self, out: TextIO, every_s: float = 1.0) -> None:
-        self.out, self.every_s = out, every_s
+    def __init__(self, out: TextIO, every_s: float | None = None) -> None:
+        self.out = out
         self.tty = out.isatty()
+        self.every_s = every_s if every_s is not None else (1.0 if self.tty else 5.0)  # a log: a line per 5 s
         self._last = 0.0
         self._status: dict[str, str] = {}
         self._lock = threading.Lock()
