@@ -1,7 +1,7 @@
 """Where qwen-tui keeps things (XDG dirs via platformdirs; QWEN_TUI_HOME overrides all, for tests).
 
 config: config.toml, the API key; cache: the demo model; state: the server log and state file;
-data: what the user made and wants to keep (saved conversations)."""
+data: what the user keeps (pulled models, saved conversations)."""
 
 from __future__ import annotations
 
@@ -34,5 +34,7 @@ def state_dir() -> Path:
 
 
 def data_dir() -> Path:
+    """The XDG data dir: `qwen-tui pull`'s models (models/) unless told otherwise, the saved
+    conversations (conversations/) and their Markdown exports (exports/)."""
     h = _home()
     return h / "data" if h else Path(platformdirs.user_data_dir(APP))
