@@ -58,8 +58,9 @@ def _app():
 async def test_esc_aborts_the_request_on_the_server(server):
     """A reply that would run for long (ignore_eos, max_tokens near max_model_len) is cut by esc:
     the stream closes and vLLM drops the request (num_requests_running 1 -> 0 within 1 s)."""
+    from textual.widgets import Static
+
     from tui.widgets.chat_pane import ChatPane
-    from tui.widgets.reply import ReplyView
 
     base = server["base_url"]
     assert running(base) == 0
@@ -70,9 +71,19 @@ async def test_esc_aborts_the_request_on_the_server(server):
         assert await until(lambda: pane.endpoint is not None)
         pane.request_extra = {"ignore_eos": True}
         pane.conversation.params.max_tokens = 1900
-        await pilot.press("c", *"Tell me a very long story", "enter")
-        assert await until(lambda: pane.query(ReplyView) and pane.query(ReplyView).last().source), "no text arrived"
-        assert running(base) == 1 and pane.streaming, "the reply ended before it could be cut"
+        await pilot.press("c")
+        # the demo model decodes fast: a busy console may see the reply only once it is done, so
+        # esc goes as soon as the server says the request runs (tried up to 3 times)
+        for attempt in range(3):
+            await pilot.press(*f"Tell me a very long story {attempt}", "enter")
+            assert await until(lambda: pane.streaming, 10)
+            await until(lambda: running(base) == 1 or not pane.streaming, 60)
+            if pane.streaming and running(base) == 1:
+                replies_before = len(pane.conversation.replies())
+                break
+            assert await until(lambda: not pane.streaming, 60)
+        else:
+            pytest.fail("three replies ended before they could be cut")
         await pilot.press("escape")
         cut_at = time.monotonic()
         back_to_zero = None
@@ -83,11 +94,15 @@ async def test_esc_aborts_the_request_on_the_server(server):
             await pilot.pause(0.05)
         assert back_to_zero is not None and back_to_zero <= 1.0, f"still running {back_to_zero} s after esc"
         assert await until(lambda: not pane.streaming, 10)
-        reply = pane.conversation.replies()[-1]
-        assert reply["cut"] is True and reply["content"]
-        assert reply["figures"]["completion_tokens"] < 1900  # stopped, not finished
+        lines = [str(w.render()) for w in pane.query(".figures").results(Static)]
+        assert "cut by esc" in lines[-1]
+        streamed = "no text yet"
+        if len(pane.conversation.replies()) > replies_before:  # text had arrived: kept, marked as cut
+            reply = pane.conversation.replies()[-1]
+            assert reply["cut"] is True and reply["figures"]["completion_tokens"] < 1900  # stopped, not finished
+            streamed = f"{reply['figures']['completion_tokens']} of 1900 tokens streamed"
         print(f"num_requests_running back to 0 {back_to_zero * 1000:.0f} ms after esc "
-              f"({reply['figures']['completion_tokens']} of 1900 tokens streamed)")
+              f"(attempt {attempt + 1}; {streamed})")
         app.exit()
 
 
