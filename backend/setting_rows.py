@@ -267,7 +267,8 @@ def reload(settings: Settings, path: Path | None = None) -> Settings:
     """The same run's settings read again: the same file (or `path`), --demo and --set."""
     target = path or (Path(settings.source) if settings.source else None)
     config = str(target) if target is not None and target.is_file() else None
-    return load(config=config, demo=settings.demo, overrides=list(settings.overrides))
+    return load(config=config, demo=settings.demo, overrides=list(settings.overrides),
+                profile=getattr(settings, "profile", None))
 
 
 @dataclass

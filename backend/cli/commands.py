@@ -71,6 +71,8 @@ def global_argv(args) -> list[str]:
         out += ["--config", str(Path(args.config).resolve())]
     if args.demo:
         out.append("--demo")
+    if getattr(args, "profile", None):
+        out += ["--profile", args.profile]
     for o in args.overrides or []:
         out += ["--set", o]
     return out
@@ -424,6 +426,29 @@ def cmd_plan(args) -> int:
     return run_plan(settings, args.json)
 
 
+def cmd_profiles(args) -> int:
+    """Every workload profile with the ledger's verdict on this box (no launch)."""
+    from backend.ledger.cli import detect_vllm_version, probe_gpus
+    from backend.profiles import overlay_text, verdicts
+
+    settings = load_settings(args)
+    gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None
+    found = verdicts(settings, gpus, detect_vllm_version(settings))
+    if args.json:
+        _print_json({"active": settings.profile, "profiles": [v.to_dict() for v in found]})
+        return 0
+    for v in found:
+        mark = "*" if v.active else " "
+        print(f"{mark} {v.name:<10} {overlay_text(settings.profiles[v.name])}"
+              + (f"  ({v.description})" if v.description else ""))
+        print(f"    {v.summary()}" + (f"; largest max_model_len that fits {v.max_model_len_that_fits:,}"
+                                      if v.max_model_len_that_fits else ""))
+        for p in v.problems:
+            print(f"    [{p['severity']}] {p['message']}\n      fix: {p['fix']}")
+    print("\nuse one: qwen-tui --profile NAME <command> (or p in the console)")
+    return 0
+
+
 def cmd_parse_log(args) -> int:
     from backend.logparse.cli import run_parse_log
 
@@ -589,6 +614,8 @@ COMMANDS = {
     "print-command": (cmd_print_command, "print the environment and vllm serve line", _print_command_args),
     "gen-key": (cmd_gen_key, "write a new random API key to a file (mode 0600)", _gen_key_args),
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
+    "profiles": (cmd_profiles, "workload profiles ([profiles.NAME]) with the ledger's verdict for each",
+                 _json_arg),
     "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
     "chat": (cmd_chat, "stream one chat completion from the server", _chat_args),
