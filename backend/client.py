@@ -75,6 +75,7 @@ def status() -> dict[str, Any]:
             "detail": data.get("detail"), "failure": data.get("failure"),
             "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
             "served_model_name": data.get("served_model_name"),
+            "profile": (data.get("settings") or {}).get("profile"),
             "stop_report": data.get("stop_report"), **figures,
             "expected_ready_s": startup_history.expected(data.get("argv_hash"),
                                                          statefile.state_path().parent / "startups.json"),

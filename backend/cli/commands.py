@@ -515,7 +515,21 @@ def cmd_chat(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from backend.loadtest import BenchConfig, run_cli
+    from backend.loadtest import BenchConfig, BenchInputError, run_cli
+
+    if args.sweep is not None:
+        from backend import sweep
+
+        try:
+            levels = sweep.parse_levels(args.sweep)
+        except BenchInputError as e:
+            _err(str(e))
+            return 2
+        given = lambda v, d: d if v is None else v  # noqa: E731 - 0 is refused, not replaced
+        cfg = sweep.SweepConfig(levels, input_tokens=given(args.input_tokens, sweep.DEFAULT_INPUT_TOKENS),
+                                output_tokens=given(args.output_tokens, sweep.DEFAULT_OUTPUT_TOKENS),
+                                requests_per_level=args.requests_per_level)
+        return sweep.run_cli(load_settings(args), cfg, args.json, csv_path=args.csv)
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
                       prompt_tokens=args.prompt_tokens)
@@ -603,6 +617,13 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="output tokens per request, EOS ignored (default 128)")
     p.add_argument("--prompt-tokens", type=int, default=128, metavar="P",
                    help="about this many prompt tokens per request (default 128)")
+    p.add_argument("--sweep", metavar="C1,C2,...", help="a concurrency sweep: one load test per level, "
+                   "e.g. 1,4,8,16,32 (saved as JSON and CSV in the XDG data dir)")
+    p.add_argument("--input-tokens", type=int, metavar="N", help="with --sweep: prompt tokens (default 200)")
+    p.add_argument("--output-tokens", type=int, metavar="N", help="with --sweep: output tokens (default 500)")
+    p.add_argument("--requests-per-level", type=int, metavar="N",
+                   help="with --sweep: requests at each level (default max(4, 2 x the level))")
+    p.add_argument("--csv", metavar="FILE", help="with --sweep: also write the table as CSV to FILE")
     _json_arg(p)
 
 
