@@ -128,6 +128,21 @@ def settings_for(settings: Any, name: str | None) -> Any:
                 overrides=list(settings.overrides), profile=name)
 
 
+def with_profile(global_argv: list[str], name: str | None) -> list[str]:
+    """The global options with `--profile name` in place of any earlier one (None: without)."""
+    out, i = [], 0
+    while i < len(global_argv):
+        if global_argv[i] == "--profile" and i + 1 < len(global_argv):
+            i += 2
+            continue
+        if global_argv[i].startswith("--profile="):
+            i += 1
+            continue
+        out.append(global_argv[i])
+        i += 1
+    return out + (["--profile", name] if name else [])
+
+
 def verdict(settings: Any, name: str, gpus: list[dict] | None = None, vllm_version: str | None = None) -> Verdict:
     """The ledger's verdict on profile `name` over these settings (never raises)."""
     from backend.ledger import LedgerInputError, plan_from_settings

@@ -1,0 +1,159 @@
+"""Workload profiles: the overlay and its precedence, bad tables, the CLI, and the console's p."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from textual.widgets import OptionList
+
+from backend.cli import main
+from backend.client import Poll
+from backend.profiles import BUILTIN, verdicts, with_profile
+from backend.settings import ConfigError, load
+from test_tui import READY, ScriptedClient, wait_until
+from tui.app import make_app
+
+
+@pytest.fixture
+def cfg(tmp_path, qhome, monkeypatch, repo_config):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    path = work / "config.toml"
+    shutil.copy(repo_config, path)
+    return path
+
+
+def test_a_profile_overlays_only_its_keys_and_set_still_wins(cfg):
+    plain = load(config=str(cfg))
+    assert plain.profile is None and plain.server["max_model_len"] == 8192
+    assert set(plain.profiles) >= {"chat", "long", "batch"}
+    long = load(config=str(cfg), profile="long")
+    assert long.server["max_model_len"] == 32768 and long.server["max_num_seqs"] == 2
+    assert long.server["tensor_parallel_size"] == plain.server["tensor_parallel_size"] == 2
+    both = load(config=str(cfg), profile="long", overrides=["server.max_num_seqs=4"])
+    assert both.server["max_num_seqs"] == 4 and both.server["max_model_len"] == 32768
+    assert load(config=str(cfg), profile="batch").snapshot()["profile"] == "batch"
+
+
+def test_the_file_adds_and_replaces_profiles(cfg):
+    cfg.write_text(cfg.read_text() + '\n[profiles.agent]\nmax_model_len = 16384\nmax_num_seqs = 4\n'
+                   '\n[profiles.long]\nmax_model_len = 24576\n', encoding="utf-8")
+    with pytest.raises(ConfigError):  # the repo's file already has [profiles.long]: TOML refuses a second
+        load(config=str(cfg))
+    text = cfg.read_text().rsplit("[profiles.long]\nmax_model_len = 24576", 1)[0]
+    cfg.write_text(text, encoding="utf-8")
+    s = load(config=str(cfg), profile="agent")
+    assert s.server["max_model_len"] == 16384 and "agent" in s.profiles and "chat" in s.profiles
+
+
+def test_no_file_still_has_the_built_in_profiles(qhome, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = load(profile="chat")
+    assert s.source is None and s.server["max_model_len"] == 8192 and s.server["max_num_seqs"] == 8
+    assert BUILTIN["batch"]["max_model_len"] == 4096
+
+
+@pytest.mark.parametrize("table, says", [
+    ('[profiles.x]\nmax_model_len = "big"\n', "profiles.x: server.max_model_len must be an integer"),
+    ('[profiles.x]\nno_such_flag = 1\n', "unknown setting server.no_such_flag"),
+    ('[profiles.x]\ndescription = 3\n', "description must be a string"),
+    ('[profiles]\nx = 3\n', "must be a table like [profiles.x]"),
+])
+def test_bad_profile_tables_say_file_line_and_key(qhome, tmp_path, table, says):
+    path = tmp_path / "c.toml"
+    path.write_text('[server]\nport = 8001\n\n' + table, encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load(config=str(path))
+    assert says in str(e.value) and f"{path}:4" in str(e.value)
+
+
+def test_unknown_profile_is_exit_2(cfg, capsys):
+    assert main(["--profile", "nope", "plan"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown profile 'nope'" in err and "chat, long, batch" in err and "Traceback" not in err
+
+
+def test_plan_and_profiles_commands(cfg):
+    from e2e_helpers import cli
+
+    r = cli("--config", str(cfg), "--profile", "long", "plan", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["max_model_len"] == 32768
+    r = cli("--config", str(cfg), "plan", "--json", "--profile", "batch")  # after the subcommand too
+    assert json.loads(r.stdout)["max_num_seqs"] == 32
+    r = cli("--config", str(cfg), "--profile", "chat", "profiles", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["active"] == "chat"
+    by = {v["name"]: v for v in out["profiles"]}
+    assert by["chat"]["active"] and by["long"]["max_model_len"] == 32768 and by["long"]["fits"]
+    assert by["batch"]["max_concurrency"] > by["long"]["max_concurrency"]
+    assert any(p["severity"] == "warning" for p in by["batch"]["problems"])  # 32 seqs of 4K: more than fit
+
+
+def test_verdict_of_a_profile_that_does_not_fit(cfg):
+    cfg.write_text(cfg.read_text() + '\n[profiles.huge]\nmax_model_len = 131072\n', encoding="utf-8")
+    v = {x.name: x for x in verdicts(load(config=str(cfg)))}["huge"]
+    assert v.fits is False and any(p["severity"] == "error" and p["fix"] for p in v.problems)
+
+
+def test_global_argv_carries_the_profile():
+    assert with_profile(["--demo", "--profile", "long", "--set", "a.b=1"], "chat") == \
+        ["--demo", "--set", "a.b=1", "--profile", "chat"]
+    assert with_profile(["--profile=long"], None) == []
+
+    from backend.cli import build_parser
+    from backend.cli.commands import global_argv
+
+    assert "--profile" in global_argv(build_parser().parse_args(["--profile", "batch", "status"]))
+
+
+# -- the console ---------------------------------------------------------------------------------
+async def test_p_lists_profiles_and_a_running_server_restarts_with_one_after_yes(cfg):
+    settings = load(config=str(cfg))
+    client = ScriptedClient([Poll(state=dict(READY, profile=None))])
+    client.global_argv = ["--config", str(cfg)]
+    app = make_app(settings, client)
+    async with app.run_test(size=(150, 45)) as pilot:
+        from tui.screens.profiles import ProfileScreen
+        from tui.widgets.status_bar import StatusBar
+
+        bar = app.screen.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "READY" in bar.last_text)
+        assert "profile" not in bar.last_text
+        await pilot.press("p")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, ProfileScreen))
+        box = app.screen.query_one(OptionList)
+        assert await wait_until(pilot, lambda: box.option_count == 1 + len(settings.profiles))
+        shown = " ".join(str(box.get_option_at_index(i).prompt) for i in range(box.option_count))
+        assert "long" in shown and "max concurrency 2.05x at 32,768" in shown and "fits" in shown
+        assert "KV " in shown and "⚠" in shown  # batch warns
+        await pilot.press("down", "down", "enter")  # (none), chat, long
+        assert await wait_until(pilot, lambda: "Restart the server with profile long?" in str(
+            app.screen.query_one("#question").render()) if app.screen.query("#question") else False)
+        await pilot.press("y")
+        assert await wait_until(pilot, lambda: "stop" in client.actions and "start" in client.actions, tries=100)
+        assert app.settings.profile == "long" and app.settings.server["max_model_len"] == 32768
+        assert client.global_argv[-2:] == ["--profile", "long"]
+
+
+async def test_switching_while_stopped_only_selects_and_shows_it(cfg):
+    settings = load(config=str(cfg))
+    client = ScriptedClient([Poll(state={"state": "stopped"})])
+    app = make_app(settings, client)
+    async with app.run_test(size=(150, 45)) as pilot:
+        from tui.screens.profiles import ProfileScreen
+        from tui.widgets.status_bar import StatusBar
+
+        await pilot.press("p")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, ProfileScreen))
+        box = app.screen.query_one(OptionList)
+        assert await wait_until(pilot, lambda: box.option_count > 1)
+        await pilot.press("down", "enter")  # chat
+        assert await wait_until(pilot, lambda: app.settings.profile == "chat")
+        assert client.actions == []
+        bar = app.screen.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "profile chat" in bar.last_text)
