@@ -27,7 +27,7 @@ import httpx
 
 from backend import metrics, paths
 from backend.httpclient import async_client
-from backend.loadtest import BenchConfig, BenchInputError, Progress, predict, run_bench
+from backend.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, predict, run_bench
 
 SAMPLE_S = 0.25
 MAX_LEVEL = 4096
@@ -146,11 +146,14 @@ def level_row(rep: dict[str, Any], concurrency: int, server: dict[str, Any],
               max_conc: float | None, ceiling: float | None) -> dict[str, Any]:
     ttft = rep.get("ttft_ms") or {}
     per_req = (rep.get("decode_tokens_per_s_per_request") or {}).get("p50")
+    burst = bool(rep.get("itl_ms") and rep.get("completed") and burst_notes(rep))
+    if burst:  # tokens that reached the client together give no per-request rate (STYLE 21)
+        per_req = None
     return {
         "concurrency": concurrency, "requests": rep.get("requests"), "completed": rep.get("completed", 0),
         "failed": rep.get("failed", 0), "errors": list(rep.get("errors") or []),
         "ttft_ms": {"mean": ttft.get("mean"), "p50": ttft.get("p50"), "p99": ttft.get("p99")},
-        "per_request_tokens_per_s": per_req,
+        "per_request_tokens_per_s": per_req, "burst": burst,
         "tpot_ms_mean": (rep.get("tpot_ms") or {}).get("mean"),
         "output_tokens_per_s": rep.get("output_tokens_per_s"), "requests_per_s": rep.get("requests_per_s"),
         "prompt_tokens": rep.get("prompt_tokens"), "max_tokens": rep.get("max_tokens"),
@@ -301,7 +304,7 @@ def table_lines(result: dict[str, Any]) -> list[str]:
         out.append(f"{r['concurrency']:>4}{'*' if r['above_max_concurrency'] else ' '} "
                    f"{_f(r['ttft_ms']['mean'], '.0f'):>9} {_f(r['ttft_ms']['p50'], '.0f'):>7} "
                    f"{_f(r['ttft_ms']['p99'], '.0f'):>7} "
-                   f"{_f(r['per_request_tokens_per_s'], '.1f') + ('!' if r.get('above_decode_ceiling') else ''):>9} "
+                   f"{'burst' if r.get('burst') else _f(r['per_request_tokens_per_s'], '.1f') + ('!' if r.get('above_decode_ceiling') else ''):>9} "
                    f"{_f(r['output_tokens_per_s'], '.1f'):>11} {_f(r['requests_per_s'], '.2f'):>6} "
                    f"{r['failed']:>4} {'n/a' if kv is None else f'{kv * 100:.0f} %':>7} "
                    f"{'n/a' if q is None else ('yes' if q else 'no'):>6}")
@@ -312,6 +315,8 @@ def table_lines(result: dict[str, Any]) -> list[str]:
     said.append(f"batch-1 decode ceiling {ceiling:.0f} tok/s" + (" (! above it)" if any(
         r.get("above_decode_ceiling") for r in result.get("levels") or []) else "")
                 if ceiling else "batch-1 decode ceiling n/a (CPU or unknown card)")
+    if any(r.get("burst") for r in result.get("levels") or []):
+        said.append("burst: the tokens reached the client together (short of CPU): no per-request rate")
     out += ["", *said]
     return out
 
@@ -339,7 +344,7 @@ def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None
     def show(ev: Any) -> None:
         if as_json:
             return
-        if isinstance(ev, LevelProgress) and ev.done == 0:
+        if isinstance(ev, LevelProgress) and ev.done == 0 and ev.in_flight == 0:
             err.write(f"level {ev.index + 1}/{ev.levels}: concurrency {ev.concurrency}, {ev.total} requests…\n")
         elif isinstance(ev, dict):
             err.write(f"  done: {ev['completed']}/{ev['requests']} in {_f(ev.get('wall_s'), '.1f')} s\n")

@@ -45,11 +45,14 @@ def test_sweep_one_row_per_level_with_the_fields(server):
         assert row["completed"] == row["requests"] and row["failed"] == 0 and row["errors"] == []
         assert row["ttft_ms"]["mean"] > 0 and row["ttft_ms"]["p50"] > 0 and row["ttft_ms"]["p99"] > 0
         assert row["output_tokens_per_s"] > 0 and row["requests_per_s"] > 0
-        assert "per_request_tokens_per_s" in row  # None when every reply came in one burst
+        # None when the tokens reached the client in bursts (2 busy CPUs): no rate then
+        assert (row["per_request_tokens_per_s"] is None) == row["burst"]
         # the server's own figures while the level ran (vLLM's CPU build exports them too)
-        assert row["metrics_samples"] > 0 and row["peak_kv_cache_usage"] > 0
-        assert row["queued"] in (True, False) and row["peak_running"] >= 1
-        assert row["above_max_concurrency"] in (True, False)
+        assert row["metrics_samples"] > 0 and row["peak_kv_cache_usage"] is not None
+        assert row["queued"] in (True, False) and row["peak_waiting"] is not None
+        assert row["above_max_concurrency"] is False  # the demo's cache holds hundreds
+    # a 1.7M-token cache: a few hundred tokens per request is a sliver, but some sample sees it
+    assert any(row["peak_running"] >= 1 and row["peak_kv_cache_usage"] > 0 for row in rows)
     assert out["predicted"]["max_concurrency"] > 0 and out["predicted"]["source"] == "server log"
     assert out["settings"]["server"]["max_num_seqs"] == 8 and out["input_tokens"] == 200
     saved = out["saved"]

@@ -26,6 +26,15 @@ COLUMNS = ("conc", "TTFT mean ms", "p50", "p99", "tok/s/req", "total tok/s", "re
            "queued", "prev total tok/s", "prev TTFT ms")
 
 
+def theme_rgb(app: Any, name: str) -> tuple[int, int, int] | None:
+    """A theme colour (error, warning, ...) as plotext's (r, g, b); None: plotext's own."""
+    try:
+        value = str(getattr(app.current_theme, name)).lstrip("#")
+        return (int(value[0:2], 16), int(value[2:4], 16), int(value[4:6], 16))
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 def _f(x: Any, spec: str) -> str:
     return "–" if x is None else format(x, spec)
 
@@ -34,6 +43,7 @@ def table_row(row: dict[str, Any], prev: dict[str, Any] | None) -> tuple[str, ..
     kv, q = row.get("peak_kv_cache_usage"), row.get("queued")
     return (f"{row['concurrency']}{' *' if row.get('above_max_concurrency') else ''}",
             _f(row["ttft_ms"]["mean"], ".0f"), _f(row["ttft_ms"]["p50"], ".0f"), _f(row["ttft_ms"]["p99"], ".0f"),
+            "burst" if row.get("burst") else
             _f(row.get("per_request_tokens_per_s"), ".1f") + ("!" if row.get("above_decode_ceiling") else ""),
             _f(row.get("output_tokens_per_s"), ".1f"), _f(row.get("requests_per_s"), ".2f"),
             str(row.get("failed", 0)), "–" if kv is None else f"{kv * 100:.0f} %",
@@ -194,9 +204,9 @@ class SweepScreen(ModalScreen[None]):
             if points:
                 plt.plot([x for x, _ in points], [y for _, y in points], marker="braille", label="this sweep")
             if mc is not None and mc <= 2 * top:
-                plt.vline(mc, "red")  # the ledger's max concurrency
+                plt.vline(mc, theme_rgb(self.app, "error"))  # the ledger's max concurrency
             if wid == "#tps" and ceiling:
-                plt.hline(ceiling, "orange")  # the batch-1 decode ceiling
+                plt.hline(ceiling, theme_rgb(self.app, "warning"))  # the batch-1 decode ceiling
             plt.xlim(0, top * 1.05 + 1)
             widget.refresh()
 
