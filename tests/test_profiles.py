@@ -157,3 +157,19 @@ async def test_switching_while_stopped_only_selects_and_shows_it(cfg):
         assert client.actions == []
         bar = app.screen.query_one(StatusBar)
         assert await wait_until(pilot, lambda: "profile chat" in bar.last_text)
+
+
+def test_settings_rows_say_what_the_profile_sets_and_a_save_keeps_it(cfg):
+    from backend import setting_rows as sr
+
+    s = load(config=str(cfg), profile="long")
+    rows = {r.dotted: r for r in sr.build_rows(s)}
+    row = rows["server.max_model_len"]
+    assert row.source == "profile" and row.forced and row.value == 32768
+    assert row.source_text == "this run: profile long" and row.edit_text == "8192"  # the file's value
+    assert rows["server.port"].source == "file"
+    assert any("profile long sets max_model_len, max_num_seqs" in line for line in sr.overrides_text(s))
+    saved = sr.apply_edit(s, "server", "max_model_len", "4096")
+    assert saved.settings.server["max_model_len"] == 32768 and saved.settings.profile == "long"
+    assert "this run keeps 32768 (profile long)" in saved.note and not saved.restart
+    assert load(config=str(cfg)).server["max_model_len"] == 4096

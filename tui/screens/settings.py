@@ -39,7 +39,7 @@ def _prompt(row: Row, app=None) -> Text:
     text.append("● " if row.modified else "  ", style(app, "warning", "bold"))
     text.append(f"{row.key:<{KEY_W}} ", "bold")
     text.append(f"{_clip(row.value_text, VALUE_W):<{VALUE_W}} ")
-    text.append(f"{row.source if row.forced else '':<6}", style(app, "secondary"))
+    text.append(f"{row.source if row.forced else '':<7}", style(app, "secondary"))
     text.append(f"default {_clip(row.default_text, DEFAULT_W):<{DEFAULT_W}} ", "dim")
     text.append(row.spec.help, "italic")
     if row.choices_text:
