@@ -291,6 +291,13 @@ def _f(x: Any, spec: str) -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+def per_request_text(row: dict[str, Any]) -> str:
+    """Per-request tok/s: 'burst' when there is no rate, '!' above the batch-1 ceiling."""
+    if row.get("burst"):
+        return "burst"
+    return _f(row.get("per_request_tokens_per_s"), ".1f") + ("!" if row.get("above_decode_ceiling") else "")
+
+
 def table_lines(result: dict[str, Any]) -> list[str]:
     """The sweep as a table, one line per level; * marks a level above the ledger's max concurrency."""
     pred = result.get("predicted") or {}
@@ -304,7 +311,7 @@ def table_lines(result: dict[str, Any]) -> list[str]:
         out.append(f"{r['concurrency']:>4}{'*' if r['above_max_concurrency'] else ' '} "
                    f"{_f(r['ttft_ms']['mean'], '.0f'):>9} {_f(r['ttft_ms']['p50'], '.0f'):>7} "
                    f"{_f(r['ttft_ms']['p99'], '.0f'):>7} "
-                   f"{'burst' if r.get('burst') else _f(r['per_request_tokens_per_s'], '.1f') + ('!' if r.get('above_decode_ceiling') else ''):>9} "
+                   f"{per_request_text(r):>9} "
                    f"{_f(r['output_tokens_per_s'], '.1f'):>11} {_f(r['requests_per_s'], '.2f'):>6} "
                    f"{r['failed']:>4} {'n/a' if kv is None else f'{kv * 100:.0f} %':>7} "
                    f"{'n/a' if q is None else ('yes' if q else 'no'):>6}")
@@ -326,7 +333,7 @@ def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None
     """`qwen-tui bench --sweep`: 0 every request of every level completed, 1 otherwise, 2 bad input."""
     import sys
 
-    from backend import client
+    from backend import supervisor_client as client
     from backend.ledger import plan_for_console
 
     out, err = out or sys.stdout, err or sys.stderr

@@ -36,7 +36,8 @@ def serve(port: int, tokens: int, token_ms: float) -> None:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                length = next((int(v.split(":", 1)[1]) for v in lines[1:] if v.lower().startswith("content-length:")), 0)
+                length = next((int(v.split(":", 1)[1]) for v in lines[1:]
+                               if v.lower().startswith("content-length:")), 0)
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 if path == "/v1/chat/completions":
                     await stream(writer, int(body.get("max_tokens") or tokens))

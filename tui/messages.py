@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.message import Message
 
-from backend.client import Poll
+from backend.supervisor_client import Poll
 
 
 class ServerPolled(Message):

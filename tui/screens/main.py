@@ -62,6 +62,7 @@ class MainScreen(ServerActions, Screen):
 
     narrow = False
     state: dict = {"state": "stopped"}  # the last poll's, replaced (never mutated) on each poll
+    server_profile: str | None = None  # the running server's workload profile (the last poll's)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -141,8 +142,8 @@ class MainScreen(ServerActions, Screen):
 
     def shown_profile(self) -> str | None:
         """The running server's profile (its supervisor's settings), else the one the next start uses."""
-        if self.state.get("state") in LIVE and "profile" in self.state:
-            return self.state.get("profile")
+        if self.state.get("state") in LIVE:
+            return self.server_profile
         return self.app.settings.profile
 
     # -- keys while the chat tab is shown ----------------------------------------------------------
@@ -389,6 +390,7 @@ class MainScreen(ServerActions, Screen):
         if (poll.new_log or poll.state.get("state") == "stopped") and ledger.border_subtitle:
             ledger.border_subtitle = ""  # a new launch runs the saved settings (set only if shown: each set redraws)
         self.state = poll.state
+        self.server_profile = poll.profile
         self.query_one("#log-hint").set_class(not log.all_lines and self.state.get("state") == "stopped",
                                               "-shown")
         settings = self.app.settings

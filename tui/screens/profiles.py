@@ -93,7 +93,8 @@ class ProfileScreen(ModalScreen[str | None]):
         self.verdicts = message.verdicts
         active = self.app.settings.profile
         where = "the server runs" if self.running else "the next start uses"
-        summary.update(Text(f"{where}: {('profile ' + str(self.running_profile if self.running else active)) if (self.running_profile if self.running else active) else 'no profile ([server] as in the file)'}"
+        shown = self.running_profile if self.running else active
+        summary.update(Text(f"{where}: {f'profile {shown}' if shown else 'no profile ([server] as in the file)'}"
                             " · the ledger's verdict for each on this box, before any launch"))
         box = self.query_one(OptionList)
         options = [Option(Text("  (none)    [server] as the config file has it", "bold"), id=NONE_ID)]

@@ -48,7 +48,8 @@ def table_row(row: dict[str, Any], prev: dict[str, Any] | None) -> tuple[str, ..
             _f(row.get("output_tokens_per_s"), ".1f"), _f(row.get("requests_per_s"), ".2f"),
             str(row.get("failed", 0)), "–" if kv is None else f"{kv * 100:.0f} %",
             "–" if q is None else ("yes" if q else "no"),
-            _f((prev or {}).get("output_tokens_per_s"), ".1f"), _f(((prev or {}).get("ttft_ms") or {}).get("mean"), ".0f"))
+            _f((prev or {}).get("output_tokens_per_s"), ".1f"),
+            _f(((prev or {}).get("ttft_ms") or {}).get("mean"), ".0f"))
 
 
 class SweepScreen(ModalScreen[None]):

@@ -1,0 +1,307 @@
+"""A console's view of the supervised server: start/stop it, follow its state and log files.
+
+The supervisor runs in its own process (`qwen-tui serve`, detached), so any number of consoles can
+attach, detach and re-attach; a dropped SSH session only loses a client. Every call here is blocking
+and quick; the TUI calls `poll()` from a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend import startup_history, statefile
+from backend.logparse import LogParser
+
+
+@dataclass
+class Poll:
+    state: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+    new_log: bool = False  # the lines start a new log (a (re)start): clear what was shown
+    parsed: dict[str, Any] = field(default_factory=dict)
+    timeline: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # phase, start, s
+    profile: str | None = None  # the workload profile the supervised server was started with
+
+
+SLEEP_KEYS = ("sleep_enabled", "sleep_level", "slept_at", "gpu_memory_freed_bytes", "wake_seconds", "sleep_op")
+
+
+def _stale(why: str | None) -> bool:
+    return bool(why) and why.startswith("stale state file")
+
+
+def _died(last: dict[str, Any]) -> dict[str, Any]:
+    """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
+    from backend import procs
+
+    left = statefile.leftovers(last)
+    infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
+    what = ("; it left " + ", ".join(f"pid {i.pid} {i.role}" for i in infos) + " running") if infos else \
+        "; nothing it started is left"
+    return {"kind": "supervisor_died",
+            "message": f"the supervisor (pid {last.get('supervisor_pid')}) died while "
+                       f"{last.get('state')}{what}",
+            "fix": ("`qwen-tui stop --orphans` stops what it left, then start again" if infos
+                    else "start the server again"),
+            "left": [{"pid": i.pid, "role": i.role, "cmdline": i.cmdline} for i in infos]}
+
+
+def status() -> dict[str, Any]:
+    """The contract of `qwen-tui status --json`."""
+    data, why = statefile.read_live(cleanup=False)
+    if data is None:
+        last = statefile.read() or {}
+        died = _died(last) if last.get("state") in statefile.RUNNING and _stale(why) else None
+        state = "failed" if last.get("state") == "failed" or died else "stopped"
+        failure = died or (last.get("failure") if state == "failed" else None)
+        return {"state": state, "pid": None, "supervisor_pid": None, "port": last.get("port"),
+                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts") or 0,
+                "log_path": last.get("log_path"), "detail": failure["message"] if died else last.get("detail"),
+                "failure": failure, "left": died["left"] if died else [],
+                "kv_cache_tokens": None, "max_concurrency": None, "note": why,
+                "last_failure": last.get("last_failure"), "attempts": last.get("attempts") or [],
+                **{k: None for k in SLEEP_KEYS}}
+    figures = dict(data.get("figures") or {})
+    started = data.get("started_at")
+    return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
+            "port": data.get("port"), "base_url": data.get("base_url"),
+            "uptime_s": round(time.time() - started, 1) if started else None,
+            "restarts": data.get("restarts") or 0, "log_path": data.get("log_path"),
+            "detail": data.get("detail"), "failure": data.get("failure"),
+            "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
+            "served_model_name": data.get("served_model_name"),
+            "stop_report": data.get("stop_report"), **figures,
+            "expected_ready_s": startup_history.expected(data.get("argv_hash"),
+                                                         statefile.state_path().parent / "startups.json"),
+            "sigkill_in_s": _sigkill_in(data),
+            "kv_cache_tokens": figures.get("kv_cache_tokens"),
+            "max_concurrency": figures.get("max_concurrency"),
+            # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
+            "attempt": data.get("attempt"), "last_failure": data.get("last_failure"),
+            "attempts": data.get("attempts") or [], "reaping_pids": data.get("reaping_pids") or [],
+            # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
+            **{k: data.get(k) for k in SLEEP_KEYS}}
+
+
+def _sigkill_in(data: dict[str, Any]) -> float | None:
+    """While stopping: seconds until the supervisor SIGKILLs what did not exit on SIGTERM."""
+    at = data.get("stopping_at")
+    if data.get("state") != "stopping" or not isinstance(at, (int, float)):
+        return None
+    timeout = float((data.get("settings") or {}).get("console", {}).get("stop_timeout", 30))
+    return max(0.0, round(at + timeout - time.time(), 1))
+
+
+def without_key(global_argv: list[str]) -> tuple[list[str], str | None]:
+    """The options without any `--set server.api_key=...` (argv is readable by every local user),
+    and the key it carried."""
+    out, key, i = [], None, 0
+    while i < len(global_argv):
+        arg = global_argv[i]
+        if arg == "--set" and i + 1 < len(global_argv) and \
+                global_argv[i + 1].split("=", 1)[0].strip() == "server.api_key":
+            key = global_argv[i + 1].split("=", 1)[1].strip().strip("'\"")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out, key
+
+
+def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,
+                   allow_orphans: bool = False) -> dict[str, Any]:
+    """Spawn `qwen-tui serve` in its own session; return its first state. Raises RuntimeError
+    with the supervisor's own words when it refuses (a server already runs, orphans hold memory,
+    a setting this vLLM does not accept)."""
+    global_argv, key = without_key(global_argv)
+    env = dict(os.environ)
+    if key is not None and "QWEN_TUI_API_KEY" not in env:
+        env["QWEN_TUI_API_KEY"] = key  # a --set key travels by environment, never in the supervisor's argv
+    argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet"]
+    if allow_orphans:
+        argv.append("--allow-orphans")
+    if restart:
+        argv += ["--restart", restart]
+    statefile.ensure_private_dirs()
+    out_path = statefile.logs_dir() / "supervisor.log"
+    with open(out_path, "ab") as out:
+        proc = spawn_reaped(argv, stdout=out, env=env)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        data = statefile.read()
+        if data and data.get("supervisor_pid") == proc.pid:
+            return data
+        if proc.poll() is not None:
+            tail = out_path.read_text(errors="replace").strip().splitlines()[-6:]
+            raise RuntimeError(f"not started (code {proc.returncode}): " + "\n".join(tail))
+        time.sleep(0.1)
+    raise RuntimeError(f"the supervisor did not write its state within {timeout:.0f} s; see {out_path}")
+
+
+def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL,
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start `argv` in its own session and reap it the moment it exits.
+
+    The supervisor is a child of the process that started it (the console). Unreaped, it would stay
+    a zombie once it exits, and a zombie still has its pid and start time: `stop()` would take it
+    for alive until its timeout (~50 s of "busy" after every stop). A daemon thread waits for it,
+    so the pid disappears as soon as the supervisor ends and nothing holds the console at exit."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stdout,
+                            start_new_session=True, cwd=os.getcwd(), env=env)
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+    return proc
+
+
+def stop(timeout: float | None = None) -> tuple[bool, str]:
+    """Ask the supervisor to stop the server and wait for it; (ok, what was done). Only a trusted
+    live supervisor is signalled; a dead one's leftovers are listed, not guessed at."""
+    data, why = statefile.read_live(cleanup=False)
+    if data is None:
+        last = statefile.read() or {}
+        if last.get("state") in statefile.RUNNING and _stale(why):
+            died = _died(last)
+            return not died["left"], f"{died['message']}; fix: {died['fix']}"
+        return True, "not running" + (f" ({why})" if why else "")
+    pid = data["supervisor_pid"]
+    stop_timeout = (data.get("settings") or {}).get("console", {}).get("stop_timeout", 30)
+    if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not 0 <= stop_timeout < 1e5:
+        stop_timeout = 30
+    try:
+        os.kill(pid, 15)
+    except ProcessLookupError:
+        return True, "not running"
+    except PermissionError:
+        return False, f"no permission to signal the supervisor (pid {pid})"
+    limit = timeout or float(stop_timeout) + 20
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        if not statefile.pid_matches(pid, data.get("supervisor_create_time")):
+            final = statefile.read() or {}
+            return True, final.get("stop_report") or final.get("detail") or "stopped"
+        time.sleep(0.1)
+    return False, f"the supervisor (pid {pid}) did not exit within {limit:.0f} s"
+
+
+class LogFollower:
+    """Follows the current server log across restarts, feeding a parser for figures and milestones."""
+
+    def __init__(self, max_initial_lines: int = 20000) -> None:
+        self.path: str | None = None
+        self._f = None
+        self._partial = ""
+        self.parser = LogParser()
+        self.max_initial_lines = max_initial_lines
+
+    def close(self) -> None:
+        if self._f:
+            self._f.close()
+            self._f = None
+
+    def poll(self, path: str | None) -> tuple[list[str], bool]:
+        new_log = False
+        safe = statefile.safe_log_path(path)  # only a log under this state dir, whatever the file says
+        path = str(safe) if safe else None
+        if path and path != self.path:
+            self.close()
+            self.path, self._partial, new_log = path, "", True
+            self.parser = LogParser()
+            self._f = open(path, encoding="utf-8", errors="replace")
+        if not self._f:
+            return [], new_log
+        chunk = self._f.read(4 << 20)
+        if not chunk:
+            return [], new_log
+        text = self._partial + chunk
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            try:
+                self.parser.feed(line)
+            except Exception:
+                pass
+        return lines[-self.max_initial_lines:] if new_log else lines, new_log
+
+
+class ServerClient:
+    """What the console uses: state + log lines in one poll; start/stop through the supervisor."""
+
+    def __init__(self, global_argv: list[str] | None = None) -> None:
+        self.global_argv = list(global_argv or [])
+        self.follower = LogFollower()
+
+    def poll(self) -> Poll:
+        st = status()
+        lines, new_log = self.follower.poll(st.get("log_path"))
+        parsed = self.follower.parser.snapshot()
+        if st["state"] == "stopped":
+            # status() says "failed" when the last run failed; "stopped" is a clean stop (or none
+            # yet): not what the shutdown lines of the old log look like, nor the parser's
+            # initial "starting"
+            parsed = dict(parsed, phase="stopped", failure=None)
+        timeline = self.follower.parser.phase_durations()
+        if st["state"] == "stopped":  # nothing is under way: no open phase, no "failed" of a stop
+            timeline = [t for t in timeline if t[2] is not None and t[0] != "failed"]
+        return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
+                    timeline=timeline, profile=self._profile(st))
+
+    def _profile(self, st: dict[str, Any]) -> str | None:
+        """The running server's profile, from its supervisor's settings (read once per supervisor)."""
+        key = (st.get("supervisor_pid"), st.get("attempt"))
+        if key[0] is None:
+            return None
+        if getattr(self, "_profile_of", (None, None))[0] != key:
+            settings = (statefile.read() or {}).get("settings") or {}
+            self._profile_of = (key, settings.get("profile") if isinstance(settings, dict) else None)
+        return self._profile_of[1]
+
+    def start(self, allow_orphans: bool = False) -> str:
+        live, _ = statefile.read_live(cleanup=True)
+        if live and live.get("state") not in ("stopped", "failed"):
+            return f"already {live.get('state')} (supervisor pid {live.get('supervisor_pid')})"
+        data = start_detached(self.global_argv, allow_orphans=allow_orphans)
+        return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"
+
+    def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None):
+        """Processes no supervisor owns that hold (or may hold) the GPUs: backend.orphans.OrphanScan."""
+        from backend import orphans
+
+        return orphans.scan(server_env, monitor=gpus)
+
+    def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None):
+        """Kill exactly these pids of ``found`` and check their GPU memory: backend.orphans.Stopped."""
+        from backend import orphans
+
+        return orphans.kill(pids, found, monitor=gpus)
+
+    def sleep_wake(self, action: str, level: int = 1) -> tuple[bool, str]:
+        """Ask the supervisor to sleep (level 1 or 2) or wake its server: (ok, what happened)."""
+        from backend import sleep
+
+        try:
+            op = sleep.request(action, level if action == "sleep" else None)
+        except sleep.SleepError as e:
+            return False, str(e)
+        return bool(op.get("ok")), op.get("message") or ""
+
+    def stop_supervisor(self, info: Any) -> str:
+        """SIGTERM another live supervisor of this user (backend.owners.SupervisorInfo) and wait."""
+        from backend import owners
+
+        return owners.stop_supervisor(info)
+
+    def stop(self) -> str:
+        ok, msg = stop()
+        return msg if ok else f"stop failed: {msg}"
+
+    def restart(self) -> str:
+        msg = self.stop()
+        return f"{msg}; {self.start()}"
+
+    def close(self) -> None:
+        self.follower.close()
