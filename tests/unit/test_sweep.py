@@ -96,3 +96,22 @@ def test_bench_sweep_bad_levels_exit_2(qhome, repo_config, capsys):
     assert main(["--config", str(repo_config), "bench", "--sweep", "1,zero"]) == 2
     assert "is not a concurrency" in capsys.readouterr().err
     assert main(["--config", str(repo_config), "bench", "--sweep", "1", "--output-tokens", "0"]) == 2
+
+
+def test_the_h200_sweeps_read_back_and_show_where_chat_queues():
+    """The sweeps measured on the H200 (benchmarks/gpu_sweep.sh, vLLM 0.20.2, Qwen2.5-14B's shape)."""
+    from tests.helpers import FIXTURES
+
+    folder = FIXTURES / "gpu" / "h200-sweeps"
+    chat = json.loads((folder / "sweep-chat.json").read_text())
+    batch = json.loads((folder / "sweep-batch.json").read_text())
+    assert [r["concurrency"] for r in chat["levels"]] == [1, 4, 8, 16, 32]
+    assert chat["settings"]["profile"] == "chat" and chat["settings"]["server"]["max_num_seqs"] == 8
+    queued = {r["concurrency"]: r["queued"] for r in chat["levels"]}
+    assert queued == {1: False, 4: False, 8: False, 16: True, 32: True}  # beyond max_num_seqs 8
+    assert all(r["queued"] is False for r in batch["levels"])  # 32 seqs: nothing waits
+    lines = sweep.table_lines(chat)
+    assert len([x for x in lines if x.strip().split(" ")[0].rstrip("*").isdigit()]) == 5
+    assert "162 tok/s" in lines[-1]
+    rows = list(csv.DictReader(io.StringIO(sweep.csv_text(batch))))
+    assert rows[-1]["concurrency"] == "32" and rows[-1]["profile"] == "batch"
