@@ -156,3 +156,20 @@ class SweepFinished(Message):
     def __init__(self, result: dict | None, previous: dict | None = None, error: str | None = None) -> None:
         super().__init__()
         self.result, self.previous, self.error = result, previous, error
+
+
+class PullStarted(Message):
+    """A `qwen-tui pull` process was started (its pid and log), or why not."""
+
+    def __init__(self, pid: int | None, log: str | None, error: str | None = None) -> None:
+        super().__init__()
+        self.pid, self.log, self.error = pid, log, error
+
+
+class PullPolled(Message):
+    """The pull's state file (backend/pull/state.py), whether its process is that pull and alive, and
+    why the file was not believed."""
+
+    def __init__(self, state: dict | None, alive: bool, why: str | None = None) -> None:
+        super().__init__()
+        self.state, self.alive, self.why = state, alive, why
