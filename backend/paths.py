@@ -34,7 +34,8 @@ def state_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """The XDG data dir: `qwen-tui pull`'s models (models/) unless told otherwise, the saved
-    conversations (conversations/) and their Markdown exports (exports/)."""
+    """The XDG data dir: what is kept for the user. `qwen-tui pull` models (models/) unless told
+    otherwise, load-test sweeps (sweeps/), saved conversations (conversations/) and their Markdown
+    exports (exports/)."""
     h = _home()
     return h / "data" if h else Path(platformdirs.user_data_dir(APP))
