@@ -131,7 +131,7 @@ async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dic
         def poll(self) -> Poll:
             return Poll(state=dict(ready))
 
-    app = make_app(settings, ReadyClient(), None)
+    app = make_app(settings, ReadyClient(), None, freeze_gc=True)  # as the CLI runs it
     key_sent: list[float] = []
     key_lat: list[float] = []
     lags: list[tuple[float, float]] = []  # (time, lateness)
