@@ -44,7 +44,7 @@ class QwenApp(App):
         if self.freeze_gc:
             # what the start-up built lives as long as the console: out of the cyclic GC's sight, so
             # that a full collection (~50-80 ms with it, in the middle of a streamed reply) stays short
-            self.call_after_refresh(gc.freeze)
+            self.set_timer(1.0, gc.freeze)
         # Textual does not handle these: an SSH drop (HUP) or a kill (TERM) exits cleanly and
         # leaves the server running; it lives in its own supervisor process.
         for sig in (signal.SIGHUP, signal.SIGTERM):
