@@ -13,8 +13,9 @@ event loop while a reply streams:
 - once the open segment's finished part reaches SEGMENT_CHARS it is closed: kept as a finished
   MarkdownSegment with the lines already rendered, never touched again (a new width renders it again,
   in a thread);
-- the open segment's height is reserved RESERVE_LINES ahead of its text: a render that fits is a
-  repaint of that widget only, not a layout of the whole screen;
+- the open segment's height is reserved ahead of its text (RESERVE_LINES, more when the text grows
+  faster: as many lines as it grew since the last layout, up to MAX_RESERVE_LINES): a render that fits
+  is a repaint of that widget only, not a layout and repaint of the whole chat;
 - the flush interval follows the cost measured on the loop (4x the last flush, 50-500 ms);
 - `finish()` renders the whole reply once, in a thread, and shows that render: the final reply is
   exactly Rich's one-shot Markdown of its text (`source`), whatever the cuts were while streaming.
@@ -37,7 +38,7 @@ from textual.widget import Widget
 SEGMENT_CHARS = 1200
 MIN_FLUSH_S, MAX_FLUSH_S, COST_FACTOR = 0.05, 0.5, 4.0
 SLICE_S = 0.004  # the longest the event loop renders Markdown before it lets other work in
-RESERVE_LINES = 4  # the open segment's height runs this far ahead of its text
+RESERVE_LINES, MAX_RESERVE_LINES = 4, 12  # the open segment's height runs this far ahead of its text
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _LIST_OR_INDENT = re.compile(r"^(\s|[-*+]\s|\d+[.)]\s)")
 
@@ -234,6 +235,7 @@ class ReplyView(Vertical):
         self._timer: Timer | None = None
         self._open: OpenSegment | None = None
         self._reserved = 0
+        self._laid_out = 0  # the open segment's lines at its last layout
         self._rendering = False
         self._final: MarkdownSegment | None = None
         self._deferring = False
@@ -359,7 +361,9 @@ class ReplyView(Vertical):
     def _resize(self, seg: OpenSegment, needed: int) -> None:
         """Its height is reserved a few lines ahead, so most draws are a repaint of this widget
         alone, not a layout of the whole screen."""
-        if needed > self._reserved or needed < self._reserved - 2 * RESERVE_LINES:
-            self._reserved = needed + RESERVE_LINES
-            seg.styles.height = self._reserved  # a layout, once per RESERVE_LINES lines
+        if needed > self._reserved or needed < self._reserved - 2 * MAX_RESERVE_LINES:
+            grew = needed - self._laid_out
+            ahead = min(MAX_RESERVE_LINES, max(RESERVE_LINES, grew))
+            self._reserved, self._laid_out = needed + ahead, needed
+            seg.styles.height = self._reserved  # a layout, once per `ahead` lines
         seg.refresh()
