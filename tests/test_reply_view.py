@@ -150,3 +150,30 @@ async def test_typing_in_the_chat_input_repaints_it_without_a_screen_layout():
         await pilot.pause()
         assert box.value.endswith("at all") and not [n for n in layouts if "Input" in n]
         assert box.scroll_offset.x > 0  # the cursor end stays in view
+
+
+async def test_a_new_width_renders_the_reply_again_and_a_removed_reply_finishes_quietly():
+    app = ReplyApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = app.query_one(ReplyView)
+        view.append(LONG)
+        await pilot.pause(0.2)
+        await view.finish()
+        await pilot.pause()
+        await pilot.resize_terminal(70, 30)
+        final = view.query_one(MarkdownSegment)
+        for _ in range(50):
+            await pilot.pause(0.02)
+            width = final.content_size.width
+            if final._width == width and width <= 70:
+                break
+        assert width <= 70
+        shown = [final.render_line(y).text.rstrip() for y in range(final.get_content_height(None, None, width))]
+        assert shown == _one_shot(LONG, width)
+
+        other = ReplyView()
+        await app.screen.mount(other)
+        other.append("# gone\n\nsoon")
+        await other.remove()
+        await other.finish()  # the chat cleared while it streamed: no error, the GC given back
+        assert other.finished and gc.get_threshold()[2] < 1_000_000

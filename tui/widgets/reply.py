@@ -197,6 +197,7 @@ class OpenSegment(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.md_source, self.md_strips = "", []
+        self.md_width = 0  # the width md_strips were rendered at
         self.plain_strips: list[Strip] = []
         self._lines: list[Strip] = []
 
@@ -277,6 +278,8 @@ class ReplyView(Vertical):
             self._timer = None
         self.finished = True
         self._stop_deferring()
+        if not self.is_attached:  # removed meanwhile (a new conversation)
+            return
         self.workers.cancel_group(self, "open")
         width = self._width()
         source = self.source
@@ -314,6 +317,8 @@ class ReplyView(Vertical):
             return
         self._shown = self.tail
         self.renders += 1
+        if seg.md_source and seg.md_width != width and not self._rendering:  # resized: render them again
+            seg.md_source, seg.md_strips = "", []
         settled = settled_length(self.tail, 1)
         if settled > len(seg.md_source) and not self._rendering:
             self._rendering = True
@@ -346,6 +351,7 @@ class ReplyView(Vertical):
             return
         gap = [Strip.blank(1)] if seg.md_strips and strips else []
         seg.md_source, seg.md_strips = self.tail[:upto], seg.md_strips + gap + strips
+        seg.md_width = width
         if len(seg.md_source) >= SEGMENT_CHARS:  # close it: drawn from these lines from now on
             source, strips = seg.md_source, seg.md_strips
             self.segments.append(source)
