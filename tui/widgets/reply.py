@@ -1,23 +1,25 @@
 """ReplyView: a reply streamed as Markdown without freezing the console.
 
 A Markdown widget re-laid out per chunk made every chunk cost a full-screen layout of all its blocks
-(~95 for a long reply): the keyboard froze for up to seconds (issue 16). A profile of the first
-ReplyView (Rich Markdown re-rendered on the event loop) put most of what was left in Rich: code
-blocks (pygments) and tables cost 10-70 ms a render. So here nothing Markdown is rendered on the
-event loop while a reply streams:
+(~95 for a long reply): the keyboard froze for up to seconds (issue 16). The first ReplyView rendered
+Rich Markdown on the event loop at each flush; a profile at 1,000 tok/s then put most of the long
+stalls in Rich (code blocks through pygments and tables: 10-70 ms a render, the open segment rendered
+again whole each time) and in the cyclic GC (40-80 ms full collections). Here:
 
 - the block still streaming (after the last blank line outside a code fence) is drawn as plain
   wrapped text, which costs next to nothing;
-- the finished blocks of the open segment are rendered to lines by Rich in a worker thread (its own
-  Console: the app's holds a lock while it renders), and swapped in when ready;
-- once the open segment's finished part reaches SEGMENT_CHARS it is closed: kept as a finished
-  MarkdownSegment with the lines already rendered, never touched again (a new width renders it again,
-  in a thread);
+- the blocks that finished since the last flush (only those) are rendered as Markdown on the event
+  loop in slices of SLICE_S (Rich renders element by element, lazily), so keys and chunks go on in
+  between; a long text is parsed in a thread;
+- once the open segment's finished part reaches SEGMENT_CHARS it is closed: kept as a
+  MarkdownSegment with the lines already rendered, never rendered again (but at a new width);
 - the open segment's height is reserved ahead of its text (RESERVE_LINES, more when the text grows
   faster: as many lines as it grew since the last layout, up to MAX_RESERVE_LINES): a render that fits
   is a repaint of that widget only, not a layout and repaint of the whole chat;
-- the flush interval follows the cost measured on the loop (4x the last flush, 50-500 ms);
-- `finish()` renders the whole reply once, in a thread, and shows that render: the final reply is
+- the flush interval follows the cost measured on the loop (4x the last flush and the refresh after
+  it, 50-500 ms);
+- full GC collections wait while a reply streams (FullCollectionsDeferred);
+- `finish()` renders the whole reply once (in slices) and shows that render: the final reply is
   exactly Rich's one-shot Markdown of its text (`source`), whatever the cuts were while streaming.
 """
 
@@ -119,7 +121,7 @@ async def render_markdown(source: str, width: int, slice_s: float = SLICE_S, par
     console = _console(width)
     strips: list[Strip] = []
     deadline = time.perf_counter() + slice_s
-    for line in Segment.split_and_crop_lines(console.render(md, console.options), width, pad=False):
+    for line in Segment.split_and_crop_lines(console.render(md, console.options), width, pad=True):
         strips.append(Strip(line))
         if time.perf_counter() >= deadline:
             await asyncio.sleep(0)
@@ -145,13 +147,13 @@ def render_plain(console, text: str, width: int) -> list[Strip]:
 
     if not text.strip() or width <= 0:
         return []
-    lines = console.render_lines(Text(text.rstrip("\n")), console.options.update_width(width), pad=False)
+    lines = console.render_lines(Text(text.rstrip("\n")), console.options.update_width(width), pad=True)
     return [Strip(line) for line in lines]
 
 
 class MarkdownSegment(Widget):
     """A piece of Markdown drawn line by line from lines rendered once per width (by
-    render_markdown, in slices). Until new lines arrive it shows the ones it has."""
+    render_markdown, in slices). Until new lines arrive it shows the ones it has, cropped or padded."""
 
     DEFAULT_CSS = "MarkdownSegment { height: auto; }"
 
@@ -202,7 +204,7 @@ class OpenSegment(Widget):
         self._lines: list[Strip] = []
 
     def compose_lines(self) -> int:
-        gap = [Strip.blank(1)] if self.md_strips and self.plain_strips else []
+        gap = [Strip.blank(self.md_width)] if self.md_strips and self.plain_strips else []
         self._lines = self.md_strips + gap + self.plain_strips
         return len(self._lines)
 
@@ -212,7 +214,8 @@ class OpenSegment(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         if y < len(self._lines):
-            return self._lines[y].crop_extend(0, width, None)
+            strip = self._lines[y]  # rendered padded to the width: drawn as it is
+            return strip if strip.cell_length == width else strip.crop_extend(0, width, None)
         return Strip.blank(width)
 
 
@@ -349,7 +352,7 @@ class ReplyView(Vertical):
             self._shown = ""
             self._again()
             return
-        gap = [Strip.blank(1)] if seg.md_strips and strips else []
+        gap = [Strip.blank(width)] if seg.md_strips and strips else []
         seg.md_source, seg.md_strips = self.tail[:upto], seg.md_strips + gap + strips
         seg.md_width = width
         if len(seg.md_source) >= SEGMENT_CHARS:  # close it: drawn from these lines from now on
