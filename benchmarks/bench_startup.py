@@ -38,7 +38,7 @@ def first_frame(home: str, timeout: float = 20.0) -> float:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "tui.main", "--demo", "--set", "server.port=8097"],
+        proc = subprocess.Popen([sys.executable, "-m", "tui.entry", "--demo", "--set", "server.port=8097"],
                                 stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env, start_new_session=True)
         os.close(slave)
         seen, took = b"", None
@@ -69,7 +69,7 @@ def _env() -> dict:
 
 
 def import_s() -> float:
-    code = "import time; t = time.perf_counter(); import tui.app, tui.main; print(time.perf_counter() - t)"
+    code = "import time; t = time.perf_counter(); import tui.app, tui.entry; print(time.perf_counter() - t)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env())
     return float(out.stdout.strip())
 

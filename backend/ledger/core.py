@@ -13,8 +13,16 @@ from typing import Any
 
 from backend.ledger import cards as card_table
 from backend.ledger import overheads as ov
-from backend.ledger.shapes import (ModelShape, QuantSpec, canonical_dtype, dtype_bytes,
-                                   kv_heads_per_gpu, stage_layers, weight_parts, weights_per_gpu)
+from backend.ledger.shapes import (
+    ModelShape,
+    QuantSpec,
+    canonical_dtype,
+    dtype_bytes,
+    kv_heads_per_gpu,
+    stage_layers,
+    weight_parts,
+    weights_per_gpu,
+)
 
 GiB = ov.GiB
 
@@ -240,8 +248,14 @@ def _weights_gpu(ctx: _Ctx, tp: int, quant: QuantSpec | None = None) -> int:
 def _basis(beh: ov.Behaviour, cpu: bool, world: int, used: list[Card]) -> dict[str, Any]:
     """Which figures of this plan are measured and which modelled, and the error to expect."""
     exact = ["KV bytes per token (2 x layers x KV heads x head_dim x dtype)", "weights (parameter count x dtype)"]
+    reserved_note: list[str] = []
     if any(c.memory_reserved_bytes is not None for c in used):
         exact.append("usable memory (NVML total less its reserved share)")
+    elif not cpu:
+        # what drivers keep back differs by board (0.42 GiB on an RTX 3090 and an H100, 0.60 on an
+        # H200, 0.57 in a pasted MoE log); without NVML's reading the ledger assumes 0.42
+        reserved_note = [f"the driver's reserved memory ({ov.DRIVER_RESERVED_GIB} GiB assumed; 0.4-0.6 GiB seen, "
+                         "read from NVML when the card is)"]
     if cpu:
         return {"family": "vLLM CPU build", "exact": exact, "measured": ["CPU runtime baseline (one run)"],
                 "modelled": ["activation peak"], "expected_error_pct": 5.0,
@@ -251,14 +265,14 @@ def _basis(beh: ov.Behaviour, cpu: bool, world: int, used: list[Card]) -> dict[s
         return {"family": "vLLM V1 >= 0.20 on CUDA", "exact": exact,
                 "measured": ["runtime overhead 0.27 GiB", "first-start torch.compile peak",
                              "CUDA-graph estimate", "forward activation per batched token"],
-                "modelled": ["the embedding shard per GPU"] + untested,
+                "modelled": ["the embedding shard per GPU"] + untested + reserved_note,
                 "expected_error_pct": 2.0 if world == 1 else 5.0,
-                "source": "12 runs of vLLM 0.20.2 on an H200 (tests/fixtures/gpu/calibration/, "
-                          "benchmarks/bench_ledger_truth.py: worst 1.5 %)",
-                "not_measured": ["other GPU kinds", "MoE models"] + untested}
+                "source": "20 runs of vLLM 0.20.2 on an H200, two dense and two MoE shapes "
+                          "(tests/fixtures/gpu/calibration/, benchmarks/bench_ledger_truth.py: worst 1.5 %)",
+                "not_measured": ["other GPU kinds", "expert parallelism"] + untested}
     return {"family": f"vLLM {'.'.join(map(str, beh.version))} ({beh.engine.upper()})", "exact": exact,
             "measured": ["activation peak (V0 profiling lines of 3090 logs)"] if beh.engine == "v0" else [],
-            "modelled": ["non-torch memory", "CUDA graphs", "sampler"], "expected_error_pct": 10.0,
+            "modelled": ["non-torch memory", "CUDA graphs", "sampler"] + reserved_note, "expected_error_pct": 10.0,
             "source": "real logs of older versions in tests/fixtures/vllm-logs/ (estimates where none)"}
 
 
@@ -324,7 +338,10 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         hidden=shape.hidden_size, intermediate=shape.intermediate_size, vocab=shape.vocab_size,
         tp=tp, dtype_size=dtype_bytes(dtype), tokens=batched, num_seqs=min(seqs, batched),
         engine=beh.engine, experts_per_tok=shape.num_experts_per_tok if shape.num_experts else 0,
-        moe_intermediate=shape.moe_intermediate_size)
+        moe_intermediate=shape.moe_intermediate_size, experts=shape.num_experts,
+        shared_intermediate=shape.shared_expert_intermediate_size,
+        q_out=shape.num_attention_heads // tp * shape.head_dim,
+        kv_out=kv_heads_per_gpu(shape.num_kv_heads, tp) * shape.head_dim, qk_norm=shape.qk_norm)
     if beh.engine == "v0" and world > 1 and not cpu:
         # only the driver worker samples; vLLM sizes all caches by the smallest (the driver's)
         driver = min(seqs, batched) * shape.vocab_size * 4 * ov.V0_DRIVER_SAMPLER_COPIES
@@ -379,7 +396,7 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
                                  else round(c.memory_reserved_bytes / GiB, 3)),
                 "cc": list(c.cc or (s.cc if s else ())) or None,
                 "bandwidth_gbs": s.bandwidth_gbs if s else None, "source": c.source}
-               for c, s in zip(used, specs)],
+               for c, s in zip(used, specs, strict=False)],
         params=parts.params, weights_bytes=parts.total, weights_bytes_per_gpu=w_gpu,
         usable_bytes_per_gpu=usable, budget_bytes_per_gpu=requested, activation_bytes=act,
         compile_bytes=compile_extra,
@@ -398,7 +415,8 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         notes.append(f"planned for the first start after a change (torch.compile builds its cache: "
                      f"+{compile_extra / GiB:.2f} GiB at its peak); later starts get that much more KV cache")
     if shape.num_experts:
-        notes.append("MoE model: weights and activation are estimates (expert parallel not modelled)")
+        notes.append("MoE model: the fused-MoE workspaces are modelled from vLLM's kernels and checked on two "
+                     "MoE shapes on one GPU; expert parallelism is not modelled")
 
     from backend.ledger.checks import run_checks
 

@@ -40,8 +40,12 @@ V1 from 0.20 on CUDA: measured, not estimated. benchmarks/gpu_calibrate.py ran v
   - CUDA graphs are estimated and subtracted already in 0.20.2 ("Estimated CUDA graph memory"),
     0.04 GiB + 4.6 MiB per captured graph for both shapes (12 graphs 0.09, 30 0.15, 54 0.28 GiB).
   Expected error on these runs: within 2 % of the KV tokens at utilization >= 0.5 and within 5 % on
-  a 24 GB-card-sized budget. Not measured: tensor parallel (NCCL buffers, the embedding shard per
-  GPU are modelled), other GPU kinds, MoE.
+  a 24 GB-card-sized budget. MoE (two shapes, Qwen3-30B-A3B and Qwen1.5-MoE-A2.7B, eager/cold/warm):
+  the forward activation is the fused-MoE workspaces plus one layer's larger half
+  (moe_forward_per_token); no cold-compile extra was seen, as the model predicts (the forward peak
+  is already above embedding + a tenth of it); compiled runs used 0.04-0.05 GiB more than eager
+  ones (not modelled). Not measured: tensor parallel (NCCL buffers, the embedding shard per GPU
+  are modelled), other GPU kinds, expert parallelism.
 
 Default utilization: 0.90 up to vLLM 0.19, 0.92 from 0.20 (tech-brief section 8: 0.9 in 0.13.0, 0.92
   in 0.20.2 and 0.33.0; 0.14-0.19 were not checked, the 0.18-era log v0.19dev-...-estimate.log shows
@@ -235,12 +239,40 @@ def default_max_num_seqs(beh: Behaviour, card_gib: float, card_name: str, device
     return 256
 
 
+def moe_forward_per_token(*, hidden: int, tp: int, experts: int, experts_per_tok: int, moe_intermediate: int,
+                          shared_intermediate: int = 0, q_out: int = 0, kv_out: int = 0,
+                          qk_norm: bool = False) -> int:
+    """Elements per token at the peak of a MoE model's profiling pass on one GPU (vLLM >= 0.20).
+
+    The fused-MoE kernels take two workspaces from vLLM's workspace manager
+    (vllm/model_executor/layers/fused_moe/modular_kernel.py `_allocate_buffers`: workspace13 of
+    M x top-k x max(N/2, K) and workspace2 of M x top-k x max(N, K), fused_moe.py `workspace_shapes`,
+    N = 2 x moe_intermediate / TP, K = hidden; no chunking over M in 0.20.2). The manager keeps them
+    for the whole pass, so the peak is the workspaces plus the larger of the attention half (qkv
+    output, attention output, q/k-norm outputs, residual, normed input, o_proj output) and the MoE
+    half (residual, normed input, the shared expert's gate_up and activation outputs, its output and
+    the sum, router logits). Checked on the H200 (tests/fixtures/gpu/calibration/q*moe-*.log, eager,
+    2048 vs 8192 tokens): Qwen3-30B-A3B 52,429 elements/token measured, 52,736 modelled; Qwen1.5-MoE-
+    A2.7B 45,450 measured, 44,604 modelled."""
+    n = 2 * moe_intermediate // tp
+    workspaces = experts_per_tok * (max(n // 2, hidden) + max(n, hidden))
+    attention = q_out + 2 * kv_out + q_out + ((q_out + kv_out) if qk_norm else 0) + 3 * hidden
+    moe = 4 * hidden + 3 * shared_intermediate // tp + experts
+    return workspaces + max(attention, moe)
+
+
 def activation_bytes(*, hidden: int, intermediate: int, vocab: int, tp: int, dtype_size: int,
                      tokens: int, num_seqs: int, engine: str, experts_per_tok: int = 0,
-                     moe_intermediate: int = 0) -> tuple[int, int, int]:
-    """(peak, forward part, sampler part) of the profiling run on one GPU."""
+                     moe_intermediate: int = 0, experts: int = 0, shared_intermediate: int = 0,
+                     q_out: int = 0, kv_out: int = 0, qk_norm: bool = False) -> tuple[int, int, int]:
+    """(peak, forward part, sampler part) of the profiling run on one GPU.
+
+    q_out/kv_out are this GPU's query and key/value widths (heads x head_dim after the TP split)."""
     if experts_per_tok:
-        per_tok = dtype_size * (experts_per_tok * (3 * moe_intermediate // tp + hidden) + 3 * hidden)
+        per_tok = dtype_size * moe_forward_per_token(
+            hidden=hidden, tp=tp, experts=experts, experts_per_tok=experts_per_tok,
+            moe_intermediate=moe_intermediate, shared_intermediate=shared_intermediate,
+            q_out=q_out, kv_out=kv_out, qk_norm=qk_norm)
     else:
         per_tok = dtype_size * (3 * intermediate // tp + 3 * hidden)
     forward = tokens * per_tok

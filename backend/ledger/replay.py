@@ -2,7 +2,8 @@
 
 A calibration log (benchmarks/gpu_calibrate.py) starts with `#` lines that state everything the plan
 needs: ``# qwen-tui-settings: {json}`` (the [server] table the run used), ``# nvml: {json}`` (board
-memory and the driver's reserved share) and ``# model:`` (which shape). The compile cache state is
+memory and the driver's reserved share) and the shape: ``# model-config: {json}`` (the run's
+config.json) or, in older fixtures, ``# model:`` naming a built-in shape. The compile cache state is
 read from vLLM's own lines: "saved AOT compiled function" (cold: it compiled) or "Directly load AOT
 compilation" (warm). Used by tests/test_ledger_gpu_runs.py and benchmarks/bench_ledger_truth.py.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.ledger.core import Card, Ledger, PlanParams, plan
-from backend.ledger.shapes import lookup
+from backend.ledger.shapes import from_config, lookup
 from backend.logparse import LogParser
 
 _SHAPE = re.compile(r"# model: (Qwen2\.5-\d+B)-Instruct's exact shape")
@@ -55,8 +56,15 @@ def replay(path: Path) -> Replay | None:
         return None
     server = json.loads(head["qwen-tui-settings"])
     nv = json.loads(head["nvml"])
-    m = _SHAPE.search("# model: " + head.get("model", ""))
-    shape = lookup(m.group(1)) if m else None
+    shape = None
+    if head.get("model-config", "{}") != "{}":
+        try:
+            shape = from_config(json.loads(head["model-config"]), path.stem, source="fixture header")
+        except (ValueError, KeyError):
+            shape = None
+    if shape is None:
+        m = _SHAPE.search("# model: " + head.get("model", ""))
+        shape = lookup(m.group(1)) if m else None
     if shape is None:
         return None
     parser = LogParser()

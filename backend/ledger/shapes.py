@@ -99,6 +99,7 @@ class ModelShape:
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0  # Qwen2-MoE's shared expert (a dense MLP beside the experts)
     rope_scaling_factor: float = 1.0  # vLLM multiplies the derived max length by it (yarn, dynamic ...)
     quant: QuantSpec | None = None
     source: str = "built-in table"
@@ -122,6 +123,9 @@ def _layer_counts(s: ModelShape) -> dict[str, int]:
     if s.num_experts:
         split += s.num_experts * 3 * h * s.moe_intermediate_size
         replicated += h * s.num_experts  # router
+        if s.shared_expert_intermediate_size:  # a dense MLP, split like one, and its 1-wide gate
+            split += 3 * h * s.shared_expert_intermediate_size
+            replicated += h
     else:
         split += 3 * h * s.intermediate_size
     return {"split": split, "kv": kv, "replicated": replicated}
@@ -153,6 +157,9 @@ def weight_parts(s: ModelShape, dtype: str, quant: QuantSpec | None = None) -> W
         if s.num_experts:
             split += s.num_experts * (2 * lin(h, s.moe_intermediate_size)
                                       + lin(s.moe_intermediate_size, h))
+            if s.shared_expert_intermediate_size:
+                split += (2 * lin(h, s.shared_expert_intermediate_size)
+                          + lin(s.shared_expert_intermediate_size, h))
         else:
             split += 2 * lin(h, s.intermediate_size) + lin(s.intermediate_size, h)
         kv = 2 * lin(h, kv_out) + (2 * kv_out * b if s.qkv_bias else 0)
@@ -371,6 +378,7 @@ def from_config(cfg: dict, name: str, source: str = "config.json") -> ModelShape
         num_experts=experts,
         num_experts_per_tok=int(c.get("num_experts_per_tok") or 0),
         moe_intermediate_size=int(c.get("moe_intermediate_size") or (inter if experts else 0)),
+        shared_expert_intermediate_size=int(c.get("shared_expert_intermediate_size") or 0) if experts else 0,
         rope_scaling_factor=factor,
         quant=_quant_from_config(cfg.get("quantization_config") or c.get("quantization_config")),
         source=source)

@@ -129,7 +129,8 @@ async def render_markdown(source: str, width: int, slice_s: float = SLICE_S, par
     return strips
 
 
-WARM_UP = "# h\n\ntext **b** `c`\n\n- a\n1. b\n\n> q\n\n```python\nx = 1\n```\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\n---\n"
+WARM_UP = ("# h\n\ntext **b** `c`\n\n- a\n1. b\n\n> q\n\n```python\nx = 1\n```\n\n"
+           "| a | b |\n|---|--:|\n| 1 | 2 |\n\n---\n")
 
 
 def warm_up() -> None:
