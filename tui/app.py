@@ -23,7 +23,10 @@ EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this eve
 
 class QwenApp(App):
     TITLE = "qwen-tui"
-    CSS_PATH = "app.tcss"
+    # the main screen's stylesheet too: pushed with its own CSS_PATH, it made Textual parse every
+    # rule again with the theme's variables (10-30 ms before the first frame); its rules stay nested
+    # under MainScreen
+    CSS_PATH = ["app.tcss", "screens/main.tcss"]
 
     def __init__(self, settings: Settings, client: Any, gpus: Any = None, freeze_gc: bool = False) -> None:
         super().__init__()

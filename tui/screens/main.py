@@ -39,7 +39,7 @@ EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doc
 
 
 class MainScreen(ServerActions, Screen):
-    CSS_PATH = "main.tcss"
+    # its stylesheet, screens/main.tcss, is loaded with the app's (tui/app.py)
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),
         Binding("x", "stop", "Stop", id="stop"),
