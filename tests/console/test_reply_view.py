@@ -27,6 +27,10 @@ def test_segments_end_only_where_a_block_ends():
     # the blank lines inside the fenced code never cut it
     fenced = "x " * 700 + "\n\n```\n" + "code\n\n" * 50 + "```\n"
     assert settled_length(fenced) == 0 or fenced[:settled_length(fenced)].count("```") % 2 == 0
+    # a list after a paragraph is a new block (the paragraph is finished); an item after a list
+    # may still be that list's (a loose list)
+    assert settled_length("para\n\n- a\n- b", 1) == len("para\n\n")
+    assert settled_length("- a\n\n- b\n\n  more of b", 1) == 0
 
 
 class ReplyApp(App):

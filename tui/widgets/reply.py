@@ -47,17 +47,22 @@ _LIST_OR_INDENT = re.compile(r"^(\s|[-*+]\s|\d+[.)]\s)")
 
 def settled_length(text: str, min_chars: int = SEGMENT_CHARS) -> int:
     """How much of `text` is finished Markdown: up to the last blank line outside any code fence,
-    at least `min_chars` in, after which a new top-level block has begun (not an indented line or a
-    list item: those could still belong to the block above). 0 when there is none."""
+    at least `min_chars` in, after which a new top-level block has begun (an indented line or a list
+    item after a list could still belong to that list). 0 when there is none."""
     if len(text) < min_chars:
         return 0
-    cut, pos, fence, blank_at = 0, 0, "", None
+    cut, pos, fence, blank_at, block_first = 0, 0, "", None, ""
     for line in text.splitlines(keepends=True):
         stripped = line.strip()
         if not fence and stripped and blank_at is not None:
-            if blank_at >= min_chars and not _LIST_OR_INDENT.match(line):
+            continues = _LIST_OR_INDENT.match(line) and _LIST_OR_INDENT.match(block_first)
+            if blank_at >= min_chars and not continues:
                 cut = blank_at
+            if not continues:
+                block_first = line
             blank_at = None
+        elif not fence and stripped and not block_first:
+            block_first = line
         m = _FENCE.match(line)
         if m and not fence:
             fence = m.group(1)
