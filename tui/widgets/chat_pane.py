@@ -37,9 +37,10 @@ HELP = ("Ask the served model something. Every key here is text. enter: send · 
 
 
 def _preload() -> None:
-    import rich.markdown  # noqa: F401
-
     import backend.chat  # noqa: F401
+    from tui.widgets.reply import warm_up
+
+    warm_up()
 
 
 class ChatPane(Vertical):
