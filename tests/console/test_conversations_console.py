@@ -258,5 +258,6 @@ async def test_ctrl_n_during_a_reply_cuts_it_into_the_old_conversation(qhome):
             await pilot.press("ctrl+n")
             assert await wait_until(pilot, lambda: pane.conversation is not old and not pane.streaming)
             await pilot.pause(0.2)
-            assert not pane.query(ReplyView) and not any("cut" in t for t in _texts(pane, "figures"))
+            shown = _texts(pane, "figures")
+            assert not pane.query(ReplyView) and not any("cut" in t for t in shown), shown
         assert Store().load(old.id).replies()[0]["cut"] is True

@@ -248,6 +248,8 @@ class ChatPane(Vertical):
         if self._reply is not None:
             await self._reply.finish()
         self.streaming = False
+        if message.conversation is not None and message.conversation is not self.conversation:
+            return  # replaced while the reply was finishing
         self._pending = []
         log = self.query_one("#chat-log", VerticalScroll)
         if message.error:
@@ -342,6 +344,9 @@ class ChatPane(Vertical):
                     await worker.wait()
                 except (WorkerCancelled, WorkerFailed):
                     pass
+            deadline = time.monotonic() + 2.0  # its ChatFinished, when handled beside this action
+            while self.streaming and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
 
     async def action_new_conversation(self) -> None:
         await self._cancel_reply()
