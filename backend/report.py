@@ -25,6 +25,7 @@ from typing import Any
 
 from backend.redact import Redactor
 from backend.settings import SCHEMA, Settings
+from backend.status import FAILING, in_group
 
 EXCERPT_MAX = 160  # log lines in the report, all blocks together
 TRACEBACK_MAX = 90  # lines of the first error's block
@@ -168,7 +169,7 @@ def server(status: dict[str, Any]) -> dict[str, Any]:
 
 def failing_log(status: dict[str, Any]) -> str | None:
     """The log to quote: the current launch's when it failed, else the last failed attempt's, else the current."""
-    if status.get("state") in ("failed", "backoff") or not status.get("last_failure"):
+    if in_group(status.get("state"), FAILING) or not status.get("last_failure"):
         return status.get("log_path") or (status.get("last_failure") or {}).get("log_path")
     return (status.get("last_failure") or {}).get("log_path") or status.get("log_path")
 

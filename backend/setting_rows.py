@@ -31,6 +31,7 @@ from backend.settings import (
     remove_setting,
     save_setting,
 )
+from backend.status import RUNNING, in_group
 
 # Console keys the supervisor process reads when it starts: like [server], they apply on restart.
 SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_timeout", "restart",
@@ -38,7 +39,6 @@ SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_t
 # Console keys read once when the console starts.
 CONSOLE_START_KEYS = {"gpu_interval_s", "log_max_lines"}
 # Supervisor states in which a server process runs (or is about to run again).
-RUNNING_STATES = ("starting", "ready", "backoff", "sleeping")
 
 _MISSING = object()
 # Shown masked: the value is never drawn on the screen, put in the editor or in a message.
@@ -314,4 +314,4 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
 
 def offer_restart(saved: Saved, server_state: str | None) -> bool:
     """Whether to offer a restart now: the change needs one and a server runs."""
-    return saved.restart and server_state in RUNNING_STATES
+    return saved.restart and in_group(server_state, RUNNING)

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from backend import statefile
+from backend.status import IDLE, in_group
 
 ACTIONS = ("sleep", "wake")
 LEVELS = (1, 2)
@@ -238,7 +239,7 @@ def request(action: str, level: int | None = None, timeout: float = CALL_TIMEOUT
     """Ask the running supervisor to sleep or wake its server and wait for the answer: the `sleep_op`
     record ({"ok", "message", ...}). Raises SleepError when there is nobody to ask or no answer comes."""
     data, why = statefile.read_live(cleanup=False)
-    if data is None or data.get("state") in ("stopped", "failed"):
+    if data is None or in_group(data.get("state"), IDLE):
         raise SleepError("no server is running" + (f" ({why})" if why else "") + ": `qwen-tui serve` starts one")
     if "sleep_enabled" not in data:  # SIGUSR1 would kill a supervisor that has no handler for it
         raise SleepError("this server's supervisor predates sleep/wake (an older qwen-tui started it): "

@@ -19,9 +19,7 @@ from typing import Any
 import psutil
 
 from backend import paths
-
-STATES = ("stopped", "starting", "ready", "failed", "stopping", "backoff", "sleeping")
-RUNNING = ("starting", "ready", "stopping", "backoff", "sleeping")
+from backend.status import STATES, SUPERVISED
 
 _NUM = (int, float)
 # field -> the types it may have (None always allowed except where REQUIRED says so)
@@ -39,7 +37,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "wake_seconds": _NUM, "sleep_op": (dict,),
 }
 PID_FIELDS = ("supervisor_pid", "pid", "pgid")
-REQUIRED_WHEN_RUNNING = ("supervisor_pid", "supervisor_create_time")
+REQUIRED_WHEN_SUPERVISED = ("supervisor_pid", "supervisor_create_time")
 
 
 def state_path() -> Path:
@@ -111,8 +109,8 @@ def type_problem(data: Any) -> str | None:
     for key in PID_FIELDS:
         if data.get(key) is not None and data[key] <= 1:
             return f"{key} {data[key]} is not a pid a server can have"
-    if data.get("state") in RUNNING:
-        for key in REQUIRED_WHEN_RUNNING:
+    if data.get("state") in SUPERVISED:
+        for key in REQUIRED_WHEN_SUPERVISED:
             if data.get(key) is None:
                 return f"state {data['state']} without {key}"
     for key in ("supervisor_create_time", "pid_create_time", "started_at", "ready_at"):

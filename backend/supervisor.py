@@ -28,6 +28,7 @@ from backend import sleep, statefile
 from backend.launch import Launch
 from backend.logparse import LogParser, is_permanent, launch_marker
 from backend.settings import Settings
+from backend.status import FAILING
 
 # Which failure kinds are never restarted (they would fail the same way: a setting, a file or the
 # machine causes them) is the log parser's: backend.logparse.is_permanent, per kind in
@@ -134,7 +135,7 @@ class Supervisor:
             "env": self.launch.env,
             "settings": self.settings.snapshot(),
             # what the supervisor itself saw (/health failing) first; else the log's diagnosis
-            "failure": self.failure or (snap.get("failure") if self.state in ("failed", "backoff") else None),
+            "failure": self.failure or (snap.get("failure") if self.state in FAILING else None),
             "attempt": self.restarts + 1,
             "attempts": self.attempts[-ATTEMPTS_KEPT:],
             "last_failure": self.attempts[-1] if self.attempts else None,

@@ -17,18 +17,24 @@ from typing import Any
 
 from backend import startup_history, statefile
 from backend.logparse import LogParser
+from backend.status import IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
 
 
-@dataclass
+@dataclass(frozen=True)
 class Poll:
-    state: dict[str, Any]
+    """One look at the server for the console: its status, the log lines since the last look, and
+    what the log parser made of the whole log. A status given as a dict (tests, recordings) is read
+    with ServerStatus.from_dict."""
+
+    state: ServerStatus
     lines: list[str] = field(default_factory=list)
     new_log: bool = False  # the lines start a new log (a (re)start): clear what was shown
-    parsed: dict[str, Any] = field(default_factory=dict)
+    parsed: dict[str, Any] = field(default_factory=dict)  # LogParser.snapshot()
     timeline: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # phase, start, s
 
-
-SLEEP_KEYS = ("sleep_enabled", "sleep_level", "slept_at", "gpu_memory_freed_bytes", "wake_seconds", "sleep_op")
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, ServerStatus):
+            object.__setattr__(self, "state", ServerStatus.from_dict(self.state))
 
 
 def _stale(why: str | None) -> bool:
@@ -51,41 +57,37 @@ def _died(last: dict[str, Any]) -> dict[str, Any]:
             "left": [{"pid": i.pid, "role": i.role, "cmdline": i.cmdline} for i in infos]}
 
 
-def status() -> dict[str, Any]:
-    """The contract of `qwen-tui status --json`."""
+def status() -> ServerStatus:
+    """The server as a console sees it; `.to_dict()` is the contract of `qwen-tui status --json`."""
     data, why = statefile.read_live(cleanup=False)
     if data is None:
         last = statefile.read() or {}
-        died = _died(last) if last.get("state") in statefile.RUNNING and _stale(why) else None
-        state = "failed" if last.get("state") == "failed" or died else "stopped"
-        failure = died or (last.get("failure") if state == "failed" else None)
-        return {"state": state, "pid": None, "supervisor_pid": None, "port": last.get("port"),
-                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts") or 0,
-                "log_path": last.get("log_path"), "detail": failure["message"] if died else last.get("detail"),
-                "failure": failure, "left": died["left"] if died else [],
-                "kv_cache_tokens": None, "max_concurrency": None, "note": why,
-                "last_failure": last.get("last_failure"), "attempts": last.get("attempts") or [],
-                **{k: None for k in SLEEP_KEYS}}
+        died = _died(last) if in_group(last.get("state"), SUPERVISED) and _stale(why) else None
+        state = ServerState.FAILED if last.get("state") == "failed" or died else ServerState.STOPPED
+        failure = died or (last.get("failure") if state is ServerState.FAILED else None)
+        return ServerStatus(state=state, port=last.get("port"), base_url=last.get("base_url"),
+                            restarts=last.get("restarts") or 0, log_path=last.get("log_path"),
+                            detail=failure["message"] if died else last.get("detail"), failure=failure,
+                            left=died["left"] if died else [], note=why, last_failure=last.get("last_failure"),
+                            attempts=last.get("attempts") or [])
     figures = dict(data.get("figures") or {})
     started = data.get("started_at")
-    return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
-            "port": data.get("port"), "base_url": data.get("base_url"),
-            "uptime_s": round(time.time() - started, 1) if started else None,
-            "restarts": data.get("restarts") or 0, "log_path": data.get("log_path"),
-            "detail": data.get("detail"), "failure": data.get("failure"),
-            "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
-            "served_model_name": data.get("served_model_name"),
-            "stop_report": data.get("stop_report"), **figures,
-            "expected_ready_s": startup_history.expected(data.get("argv_hash"),
-                                                         statefile.state_path().parent / "startups.json"),
-            "sigkill_in_s": _sigkill_in(data),
-            "kv_cache_tokens": figures.get("kv_cache_tokens"),
-            "max_concurrency": figures.get("max_concurrency"),
-            # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
-            "attempt": data.get("attempt"), "last_failure": data.get("last_failure"),
-            "attempts": data.get("attempts") or [], "reaping_pids": data.get("reaping_pids") or [],
-            # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
-            **{k: data.get(k) for k in SLEEP_KEYS}}
+    return ServerStatus(
+        state=ServerState.parse(data.get("state")) or ServerState.STOPPED, supervised=True,
+        pid=data.get("pid"), supervisor_pid=data.get("supervisor_pid"), port=data.get("port"),
+        base_url=data.get("base_url"), uptime_s=round(time.time() - started, 1) if started else None,
+        restarts=data.get("restarts") or 0, log_path=data.get("log_path"), detail=data.get("detail"),
+        failure=data.get("failure"), served_models=data.get("served_models"), ready_at=data.get("ready_at"),
+        served_model_name=data.get("served_model_name"), stop_report=data.get("stop_report"), figures=figures,
+        expected_ready_s=startup_history.expected(data.get("argv_hash"),
+                                                  statefile.state_path().parent / "startups.json"),
+        sigkill_in_s=_sigkill_in(data),
+        kv_cache_tokens=figures.get("kv_cache_tokens"), max_concurrency=figures.get("max_concurrency"),
+        # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
+        attempt=data.get("attempt"), last_failure=data.get("last_failure"),
+        attempts=data.get("attempts") or [], reaping_pids=data.get("reaping_pids") or [],
+        # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
+        sleep={k: data.get(k) for k in SLEEP_KEYS})
 
 
 def _sigkill_in(data: dict[str, Any]) -> float | None:
@@ -163,7 +165,7 @@ def stop(timeout: float | None = None) -> tuple[bool, str]:
     data, why = statefile.read_live(cleanup=False)
     if data is None:
         last = statefile.read() or {}
-        if last.get("state") in statefile.RUNNING and _stale(why):
+        if in_group(last.get("state"), SUPERVISED) and _stale(why):
             died = _died(last)
             return not died["left"], f"{died['message']}; fix: {died['fix']}"
         return True, "not running" + (f" ({why})" if why else "")
@@ -236,22 +238,22 @@ class ServerClient:
 
     def poll(self) -> Poll:
         st = status()
-        lines, new_log = self.follower.poll(st.get("log_path"))
+        lines, new_log = self.follower.poll(st.log_path)
         parsed = self.follower.parser.snapshot()
-        if st["state"] == "stopped":
+        if st.state is ServerState.STOPPED:
             # status() says "failed" when the last run failed; "stopped" is a clean stop (or none
             # yet): not what the shutdown lines of the old log look like, nor the parser's
             # initial "starting"
             parsed = dict(parsed, phase="stopped", failure=None)
         timeline = self.follower.parser.phase_durations()
-        if st["state"] == "stopped":  # nothing is under way: no open phase, no "failed" of a stop
+        if st.state is ServerState.STOPPED:  # nothing is under way: no open phase, no "failed" of a stop
             timeline = [t for t in timeline if t[2] is not None and t[0] != "failed"]
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
                     timeline=timeline)
 
     def start(self, allow_orphans: bool = False) -> str:
         live, _ = statefile.read_live(cleanup=True)
-        if live and live.get("state") not in ("stopped", "failed"):
+        if live and not in_group(live.get("state"), IDLE):
             return f"already {live.get('state')} (supervisor pid {live.get('supervisor_pid')})"
         data = start_detached(self.global_argv, allow_orphans=allow_orphans)
         return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"

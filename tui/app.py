@@ -12,11 +12,11 @@ from textual.app import App
 
 from backend import daemon_threads
 from backend.settings import Settings
+from backend.status import RUNNING, ServerState
 from tui.screens.main import MainScreen
 from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
-RUNNING = ("starting", "ready", "backoff", "sleeping")
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 
 
@@ -64,9 +64,9 @@ class QwenApp(App):
         return new
 
     # -- every way out: q, ctrl+q, ctrl+c, the palette's Quit ---------------------------------
-    def server_state(self) -> str:
+    def server_state(self) -> ServerState:
         screen = self.main_screen
-        return (getattr(screen, "state", None) or {}).get("state", "stopped") if screen else "stopped"
+        return screen.state.state if screen is not None else ServerState.STOPPED
 
     async def action_quit(self) -> None:
         """ctrl+q and the command palette's Quit: the same on_exit policy as q."""
@@ -76,7 +76,7 @@ class QwenApp(App):
         """ctrl+c outside a text field (there it copies): quit through the on_exit policy."""
         self.request_quit()
 
-    def request_quit(self, state: str | None = None) -> None:
+    def request_quit(self, state: ServerState | str | None = None) -> None:
         if self._quitting or isinstance(self.screen, QuitScreen):
             return  # already asking, or already stopping on the way out
         state = state or self.server_state()

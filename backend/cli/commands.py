@@ -14,6 +14,7 @@ from backend import statefile
 from backend.cli import load_settings
 from backend.launch import build_launch
 from backend.settings import Settings
+from backend.status import HEALTHY, IDLE, ServerState
 
 
 def _print_json(obj) -> None:
@@ -162,7 +163,7 @@ def _detach(args, settings: Settings) -> int:
               f"{data.get('base_url')}\nlog: {data.get('log_path')}")
     rc = _wait_ready(args.wait, quiet=args.json) if args.wait else 0
     if args.json:
-        _print_json({"started": True, **supervisor_client.status()})
+        _print_json({"started": True, **supervisor_client.status().to_dict()})
     return rc
 
 
@@ -179,30 +180,30 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
     from backend import supervisor_client
 
     deadline = time.time() + timeout
-    seen = len(supervisor_client.status().get("attempts") or [])
+    seen = len(supervisor_client.status().attempts)
     while time.time() < deadline:
         st = supervisor_client.status()
-        attempts = st.get("attempts") or []
+        attempts = st.attempts
         for rec in attempts[seen:]:
             _err(f"attempt {rec.get('attempt')} failed: {_failure_text(rec)}"
-                 + ("" if st["state"] in ("failed", "stopped") else "\n  restarting (console.restart)"))
+                 + ("" if st.state in IDLE else "\n  restarting (console.restart)"))
         seen = max(seen, len(attempts))
-        if st["state"] == "ready":
+        if st.state is ServerState.READY:
             if not quiet:
                 print("ready")
             return 0
-        if st["state"] in ("failed", "stopped") and st.get("supervisor_pid") is None:
+        if st.state in IDLE and st.supervisor_pid is None:
             settle = time.time() + 5  # FAILED is said at once; the diagnosis follows the drained log
-            while st["state"] == "failed" and not st.get("failure") and time.time() < settle:
+            while st.state is ServerState.FAILED and not st.failure and time.time() < settle:
                 time.sleep(0.2)
                 st = supervisor_client.status()
-            _err(f"server {st['state']}: {st.get('failure') or st.get('detail')}")
+            _err(f"server {st.state}: {st.failure or st.detail}")
             return 1
-        if st["state"] == "failed" and st.get("last_failure") and "not restarted" in (st.get("detail") or ""):
+        if st.state is ServerState.FAILED and st.last_failure and "not restarted" in (st.detail or ""):
             _err(f"server failed, not restarted: {_failure_text(st['last_failure'])}")
             return 1
         time.sleep(0.2)
-    last = supervisor_client.status().get("last_failure")
+    last = supervisor_client.status().last_failure
     _err(f"not ready after {timeout:.0f} s" + (f"; last failure: {_failure_text(last)}" if last else ""))
     return 1
 
@@ -211,15 +212,15 @@ def cmd_status(args) -> int:
     from backend import supervisor_client
 
     st = supervisor_client.status()
-    if st["state"] == "ready" and st.get("base_url"):  # what it is doing now, from /metrics
-        from backend import metrics
+    if st.state is ServerState.READY and st.base_url:  # what it is doing now, from /metrics
+        from backend import metrics  # only for a READY server: status stays quick without it
 
         try:
-            st["metrics"] = metrics.fetch(st["base_url"], timeout=2.0).to_dict()
+            st = st.with_extra(metrics=metrics.fetch(st.base_url, timeout=2.0).to_dict())
         except metrics.MetricsError as e:
-            st["metrics"] = {"error": str(e)}
+            st = st.with_extra(metrics={"error": str(e)})
     if args.json:
-        _print_json(st)
+        _print_json(st.to_dict())
     else:
         print(f"state: {st['state']}" + (f" ({st.get('detail')})" if st.get("detail") else ""))
         for key in ("base_url", "pid", "supervisor_pid", "uptime_s", "restarts", "kv_cache_tokens",
@@ -238,7 +239,7 @@ def cmd_status(args) -> int:
             print(f"failure: {f.get('kind')}: {f.get('message')}\nfix: {f.get('fix')}")
         elif st.get("last_failure"):  # an earlier attempt failed; a new one runs
             print(f"last failure: {_failure_text(st['last_failure'])}")
-    return 0 if st["state"] in ("ready", "starting", "stopped", "sleeping") else 1
+    return 0 if st.state in HEALTHY else 1
 
 
 def cmd_stop(args) -> int:
@@ -249,7 +250,7 @@ def cmd_stop(args) -> int:
     ok, msg = supervisor_client.stop()
     if args.json:
         final = statefile.read() or {}
-        _print_json({"ok": ok, "summary": msg, "state": supervisor_client.status()["state"],
+        _print_json({"ok": ok, "summary": msg, "state": str(supervisor_client.status().state),
                      "gpu_release": final.get("gpu_release")})
     else:
         print(msg)

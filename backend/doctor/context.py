@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from backend.launch import VllmInstall, detect_install, python_for
 from backend.settings import Settings
+from backend.status import HAS_PROCESS, in_group
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -168,7 +169,7 @@ class Context:
 
     @property
     def ours_running(self) -> bool:
-        return self.status.get("state") in ("starting", "ready", "stopping")
+        return in_group(self.status.get("state"), HAS_PROCESS)
 
     def gpu_skip(self) -> str | None:
         """Why GPU facts are unavailable, or None."""

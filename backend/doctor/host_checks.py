@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from backend.doctor.context import SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, GiB, MiB, gb, gib, plural
+from backend.status import FAILING, HAS_PROCESS, in_group
 
 
 # -- 8. /dev/shm -------------------------------------------------------------------------------------
@@ -225,10 +226,10 @@ def check_server(ctx: Context) -> Check:
     failure = st.get("failure") or {}
     if state == "stopped":
         return Check("server", "ok", "not running" + note)
-    if state in ("ready", "starting", "stopping", "sleeping"):
+    if in_group(state, HAS_PROCESS):
         up = f", up {st['uptime_s']:.0f} s" if isinstance(st.get("uptime_s"), (int, float)) else ""
         return Check("server", "ok", f"{state} at {where} (vLLM pid {st.get('pid')}{up})" + note)
-    if state in ("failed", "backoff"):
+    if in_group(state, FAILING):
         what = f"{failure.get('kind')}: {failure.get('message')}" if failure else (st.get("detail") or "no detail")
         head = "the last run failed" if state == "failed" else "restarting after a failure"
         return Check("server", "warn", f"{head}: {what}" + note,

@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
+from backend.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
@@ -33,7 +34,6 @@ from tui.widgets.status_bar import StatusBar
 
 POLL_S = 0.2
 NARROW_W = 100  # below this many columns the side column becomes the one-line strip
-LIVE = ("starting", "ready", "backoff", "stopping", "sleeping")
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
@@ -60,7 +60,7 @@ class MainScreen(ServerActions, Screen):
     ]
 
     narrow = False
-    state: dict = {"state": "stopped"}  # the last poll's, replaced (never mutated) on each poll
+    state: ServerStatus = ServerStatus(ServerState.STOPPED)  # the last poll's, replaced (never mutated) on each poll
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -83,7 +83,7 @@ class MainScreen(ServerActions, Screen):
         yield KeysFooter(id="footer")
 
     def on_mount(self) -> None:
-        self.state: dict = {"state": "stopped"}
+        self.state = ServerStatus(ServerState.STOPPED)
         self.plan: dict | None = None
         self.plan_error: str | None = None
         self.parsed: dict = {}
@@ -124,7 +124,7 @@ class MainScreen(ServerActions, Screen):
         self.toggle_class("-side-open")
 
     def _show_strip(self) -> None:
-        self.query_one(FigureStrip).show(self.state.get("state", "stopped"), self.parsed, self.gpu_memory)
+        self.query_one(FigureStrip).show(self.state.state, self.parsed, self.gpu_memory)
 
     def _show_pending(self) -> None:
         if self.is_mounted:
@@ -132,9 +132,9 @@ class MainScreen(ServerActions, Screen):
 
     def _show_status(self) -> None:
         settings = self.app.settings
-        live = self.state if self.state.get("state") in LIVE else {}
-        base_url = live.get("base_url") or settings.base_url
-        name = live.get("served_model_name") or settings.served_name
+        live = self.state.state in SUPERVISED
+        base_url = (live and self.state.base_url) or settings.base_url
+        name = (live and self.state.served_model_name) or settings.served_name
         self.query_one(StatusBar).show(self.state, base_url, name, self.parsed, self.pending_text())
 
     # -- keys while the chat tab is shown ----------------------------------------------------------
@@ -188,7 +188,7 @@ class MainScreen(ServerActions, Screen):
     def action_bench(self) -> None:
         from tui.screens.bench import BenchScreen
 
-        if self.state.get("state") != "ready":
+        if self.state.state is not ServerState.READY:
             self.notify("the load test needs a READY server: s starts it", severity="warning")
             return
         self.app.push_screen(BenchScreen(self.state, self.plan))
@@ -214,15 +214,15 @@ class MainScreen(ServerActions, Screen):
 
     def action_sleep_wake(self) -> None:
         """z: a READY server goes to sleep (level 1: the GPUs freed, weights kept in RAM); a sleeping one wakes."""
-        state = self.state.get("state")
-        if state not in ("ready", "sleeping"):
+        state = self.state.state
+        if state not in SERVING:
             self.notify("sleep needs a READY server (and server.enable_sleep_mode = true)", severity="warning")
             return
         if self.busy:
             self.notify("busy: wait for the last action to finish", severity="warning")
             return
         self.busy = True
-        action = "wake" if state == "sleeping" else "sleep"
+        action = "wake" if state is ServerState.SLEEPING else "sleep"
         self.notify(f"{action}…")
         self.sleep_worker(action)
 
@@ -281,12 +281,12 @@ class MainScreen(ServerActions, Screen):
         while True:
             interval = float(self.app.settings.console["metrics_interval_s"])
             state = self.state
-            if state.get("state") != "ready":
+            if state.state is not ServerState.READY:
                 if prev is not None:
                     self.post_message(MetricsSampled(None, {}))
                 prev = None
             else:
-                base_url = state.get("base_url") or self.app.settings.base_url
+                base_url = state.base_url or self.app.settings.base_url
                 from backend import metrics  # httpx: imported once a server is READY, not before the first frame
 
                 reader = reader or metrics.MetricsReader(self.app.settings.api_key)  # one client
@@ -326,16 +326,16 @@ class MainScreen(ServerActions, Screen):
         if poll.lines:
             log.append_lines(poll.lines)
         ledger = self.query_one(LedgerPanel)
-        if (poll.new_log or poll.state.get("state") == "stopped") and ledger.border_subtitle:
+        if (poll.new_log or poll.state.state is ServerState.STOPPED) and ledger.border_subtitle:
             ledger.border_subtitle = ""  # a new launch runs the saved settings (set only if shown: each set redraws)
         self.state = poll.state
-        self.query_one("#log-hint").set_class(not log.all_lines and self.state.get("state") == "stopped",
+        self.query_one("#log-hint").set_class(not log.all_lines and self.state.state is ServerState.STOPPED,
                                               "-shown")
         settings = self.app.settings
         # while a server runs, its own address and name (settings saved since apply on restart)
-        live = poll.state if poll.state.get("state") in LIVE else {}
-        base_url = live.get("base_url") or settings.base_url
-        name = live.get("served_model_name") or settings.served_name
+        live = poll.state.state in SUPERVISED
+        base_url = (live and poll.state.base_url) or settings.base_url
+        name = (live and poll.state.served_model_name) or settings.served_name
         self.query_one(ChatPane).endpoint = (base_url, name) if live else None
         self.query_one(FiguresPanel).show(poll.parsed, poll.timeline)
         if poll.parsed != self.parsed:
@@ -344,11 +344,11 @@ class MainScreen(ServerActions, Screen):
                 self._show_ledger()
         self._show_status()
         self._show_strip()
-        state = poll.state.get("state")
-        failure = poll.state.get("failure") if state in ("failed", "backoff") else None
-        failure = failure or (poll.parsed.get("failure") if state == "failed" else None)
-        last = poll.state.get("last_failure")
-        if not failure and last and state in ("starting", "backoff"):  # why the last attempt failed
+        state = poll.state.state
+        failure = poll.state.failure if state in FAILING else None
+        failure = failure or (poll.parsed.get("failure") if state is ServerState.FAILED else None)
+        last = poll.state.last_failure
+        if not failure and last and state in (ServerState.STARTING, ServerState.BACKOFF):  # why the last attempt failed
             self.query_one(FailureBanner).show(last, earlier=True)
         else:
             self.query_one(FailureBanner).show(failure)
@@ -385,17 +385,17 @@ class MainScreen(ServerActions, Screen):
         self.query_one(LogPane).set_view(level="all", search="")
 
     def action_quit_console(self) -> None:
-        self.app.request_quit(self.state.get("state", "stopped"))
+        self.app.request_quit(self.state.state)
 
     def action_settings(self) -> None:
         from tui.screens.settings import SettingsScreen
 
-        self.app.push_screen(SettingsScreen(lambda: self.state.get("state")), self._settings_closed)
+        self.app.push_screen(SettingsScreen(lambda: self.state.state), self._settings_closed)
 
     def _settings_closed(self, result: str | None) -> None:
         if result:  # something was saved: the plan for the settings now in the file
             self.compute_plan()
-            if result != "restart" and self.state.get("state") in ("starting", "ready", "backoff"):
+            if result != "restart" and self.state.state in RUNNING:
                 # the log column is still the running server's: say the plan is ahead of it
                 self.query_one(LedgerPanel).border_subtitle = "plan: saved settings, restart to apply"
         if result == "restart":  # asked for in the settings dialog: no second question

@@ -11,6 +11,7 @@ import time
 
 from textual import work
 
+from backend.status import SUPERVISED, ServerState
 from tui.messages import ActionFinished, OrphansScanned
 
 # what is under way, in words, for the status line (with the seconds since it began)
@@ -22,14 +23,14 @@ PENDING = {
 }
 
 
-def needs_confirm(policy: str, state: str) -> bool:
+def needs_confirm(policy: str, state: ServerState) -> bool:
     """console.confirm: "running" asks when the server is READY (serving, or able to serve,
     requests); "always" whenever there is a server to stop; "never" never."""
     if policy == "never":
         return False
     if policy == "always":
-        return state in ("starting", "ready", "backoff", "stopping")
-    return state == "ready"
+        return state in SUPERVISED
+    return state == ServerState.READY
 
 
 class ServerActions:
@@ -77,7 +78,7 @@ class ServerActions:
             else:
                 self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
             return
-        state = self.state.get("state", "stopped")
+        state = self.state.state
         policy = str(self.app.settings.console.get("confirm", "running"))
         if action != "start" and needs_confirm(policy, state):
             from tui.screens.confirm import ConfirmScreen
