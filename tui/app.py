@@ -8,7 +8,9 @@ import signal
 import threading
 from typing import Any
 
+from textual import on
 from textual.app import App
+from textual.worker import Worker, WorkerState
 
 from backend import daemon_threads
 from backend.settings import Settings
@@ -18,6 +20,13 @@ from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
+# what each worker group does, for the message that says which one failed
+WORKER_PURPOSE = {
+    "poll": "the server poll", "gpus": "the GPU sampler", "metrics": "the /metrics reader",
+    "plan": "the memory planner", "action": "a server action", "start": "the start",
+    "chat": "the chat", "bench": "the load test", "doctor": "the doctor", "report": "the report",
+    "settings-save": "saving a setting", "orphan-kill": "the orphan kill",
+}
 
 
 class QwenApp(App):
@@ -32,6 +41,7 @@ class QwenApp(App):
         self.quit_choice: str | None = None
         self.main_screen: MainScreen | None = None
         self._quitting = False
+        self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
 
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -46,6 +56,19 @@ class QwenApp(App):
                 loop.add_signal_handler(sig, self._signalled)
             except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (tests)
                 pass
+
+    @on(Worker.StateChanged)
+    def show_worker_failure(self, event: Worker.StateChanged) -> None:
+        """Any worker that raised (they run with exit_on_error=False): say which, and what, where
+        it is seen; otherwise its panel would just stop changing."""
+        if event.state is not WorkerState.ERROR:
+            return
+        worker = event.worker
+        purpose = WORKER_PURPOSE.get(worker.group, f"worker {worker.group}")
+        error = worker.error
+        self.worker_failures.append((worker.name, worker.group, repr(error)))
+        self.notify(f"{purpose} ({worker.name}) stopped: {type(error).__name__}: {error}",
+                    title="worker failed", severity="error", timeout=30)
 
     def _signalled(self) -> None:
         """SIGHUP / SIGTERM: exit now, and for sure: a watchdog ends the process if exiting hangs."""

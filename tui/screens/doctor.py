@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Label
 
 from tui.messages import DoctorReady
 from tui.palette import style
+from tui.worker_errors import WorkerErrorsToApp
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
@@ -29,7 +30,7 @@ def column_widths(screen_width: int) -> tuple[int, int, int, int]:
     return 4, 14, found, rest - found
 
 
-class DoctorScreen(ModalScreen[None]):
+class DoctorScreen(WorkerErrorsToApp, ModalScreen[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("escape", "dismiss", "Close", id="close")]

@@ -31,13 +31,14 @@ from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.status_bar import StatusBar
+from tui.worker_errors import WorkerErrorsToApp
 
 POLL_S = 0.2
 NARROW_W = 100  # below this many columns the side column becomes the one-line strip
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
-class MainScreen(ServerActions, Screen):
+class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
     CSS_PATH = "main.tcss"
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),

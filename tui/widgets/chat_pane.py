@@ -19,6 +19,7 @@ from backend.conversation import Conversation, figures_line
 from tui.messages import ChatDelta, ChatFinished
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.reply import ReplyView
+from tui.worker_errors import WorkerErrorsToApp
 
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
 
@@ -29,7 +30,7 @@ def _preload() -> None:
     import backend.chat  # noqa: F401
 
 
-class ChatPane(Vertical):
+class ChatPane(WorkerErrorsToApp, Vertical):
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
     ChatPane #chat-log { height: 1fr; padding: 0 1; }
