@@ -24,6 +24,7 @@ from backend.settings import (
     ConfigError,
     Key,
     Settings,
+    apply_demo,
     check_value,
     load,
     parse_override,
@@ -107,11 +108,9 @@ def demo_keys(settings: Settings) -> set[tuple[str, str]]:
     """(section, key) pairs --demo replaces, whatever the file says."""
     if not settings.demo:
         return set()
-    from backend import demo
-
     marker = object()
     values: dict[str, dict[str, Any]] = {sec: {k: marker for k in table} for sec, table in SCHEMA.items()}
-    demo.apply_demo(values)
+    apply_demo(values)
     return {(sec, k) for sec, table in values.items() for k, v in table.items() if v is not marker}
 
 

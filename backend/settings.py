@@ -24,11 +24,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from backend import paths
-
-
-class ConfigError(Exception):
-    """A setting or file that cannot be used; the message names the file/key and what is wrong."""
+from backend import apikey, paths
+from backend import demo as demo_settings  # the name `demo` is load()'s flag
+from backend.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -184,8 +182,6 @@ class Settings:
     @property
     def api_key(self) -> str | None:
         """The key the console sends ($QWEN_TUI_API_KEY, server.api_key_file, server.api_key)."""
-        from backend import apikey
-
         return apikey.resolve(self, strict=False)
 
     def snapshot(self) -> dict[str, Any]:
@@ -372,6 +368,14 @@ def read_toml(path: Path) -> dict[str, Any]:
     return read_toml_text(path)[0]
 
 
+def apply_demo(values: dict[str, dict[str, Any]]) -> None:
+    """--demo: the server settings are the demo's (backend/demo.py) over the defaults, whatever the
+    file says; the planner plans for the CPU, chat replies are short; console settings are kept."""
+    values["server"] = {**defaults()["server"], **demo_settings.server_overlay()}
+    values["planner"].update(demo_settings.PLANNER_OVERLAY)
+    values["chat"].update(demo_settings.CHAT_OVERLAY)
+
+
 def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None) -> Settings:
     """Build the settings for one run. Raises ConfigError with a message fit for the user."""
     values = defaults()
@@ -380,8 +384,7 @@ def load(config: str | None = None, demo: bool = False, overrides: list[str] | N
         data, text = read_toml_text(path)
         _merge(values, data, str(path), text)
     if demo:
-        from backend import demo as demo_mod
-        demo_mod.apply_demo(values)
+        apply_demo(values)
     for text in overrides or []:
         section, key, value = parse_override(text)
         if key.startswith("env."):

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from backend import statefile
-from backend.cli import load_settings
+from backend.cli.options import load_settings
 from backend.launch import build_launch
 from backend.settings import Settings
 from backend.status import HEALTHY, IDLE, ServerState

@@ -4,9 +4,7 @@ and `Context` (the settings plus facts computed once: install, server state, vis
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -15,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backend.launch import VllmInstall, detect_install, python_for
+from backend.ports import listening_pids, probe_bind
 from backend.settings import Settings
 from backend.status import HAS_PROCESS, in_group
 
@@ -48,41 +47,6 @@ class Check:
 
 
 # -- the outside world, replaceable in tests -----------------------------------------------------
-def probe_bind(host: str, port: int) -> OSError | None:
-    """Bind (not listen) host:port the way a server would (SO_REUSEADDR); the error, or None if free."""
-    try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as e:
-        return OSError(errno.EADDRNOTAVAIL, f"cannot resolve {host!r}: {e.strerror}")
-    family, kind, proto, _, addr = infos[0]
-    try:
-        with socket.socket(family, kind, proto) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(addr)
-    except OSError as e:
-        return e
-    return None
-
-
-def listening_pids(port: int) -> list[tuple[int, str]]:
-    """(pid, name) of processes listening on `port`, where this user may see them."""
-    import psutil
-
-    try:
-        conns = psutil.net_connections(kind="inet")
-    except (psutil.Error, OSError):
-        return []
-    out = []
-    for c in conns:
-        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
-            try:
-                name = psutil.Process(c.pid).name()
-            except psutil.Error:
-                name = "?"
-            out.append((c.pid, name))
-    return sorted(set(out))
-
-
 def scan_processes(settings: Settings, monitor: Any) -> list:
     """vLLM and GPU processes the supervised server does not own (backend.orphans)."""
     from backend import orphans

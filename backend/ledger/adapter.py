@@ -14,12 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend.ledger import overheads as ov
+from backend.ledger import overheads
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
 from backend.ledger.shapes import ModelShape, from_config, lookup
 
-GiB = ov.GiB
+GiB = overheads.GiB
 PLANNER_DEFAULT_GIB = 24.0  # backend.settings PLANNER["gpu_memory_gib"].default
 
 
@@ -137,7 +137,7 @@ def cards_from(settings: Any, gpus: list[dict] | None, check_free: bool = True) 
     planner = settings.planner
     if planner.get("device") == "cpu":
         gib = float(planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
-        total, avail = ov.cpu_total_memory()
+        total, avail = overheads.cpu_total_memory()
         if total is None or gib != PLANNER_DEFAULT_GIB:
             total, avail = int(gib * GiB), None
         return [Card("CPU", int(total), memory_free_bytes=avail if check_free else None, source="cpu")]

@@ -23,3 +23,14 @@ def test_backend_module_does_not_import_textual(module):
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, f"{module} imports textual: {r.stdout} {r.stderr[-500:]}"
+
+
+def test_no_import_cycles() -> None:
+    """No module of backend/ or tui/ imports, at run time and at any depth, a module that imports it
+    back (a function-level import counts: it only hides the cycle). Type-checking-only imports do not
+    run and do not count."""
+    grimp = pytest.importorskip("grimp")  # comes with import-linter (the dev extra)
+    graph = grimp.build_graph("backend", "tui", cache_dir=None, exclude_type_checking_imports=True)
+    cycles = sorted({tuple(sorted((a, b))) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
+                     if b in graph.modules and graph.find_shortest_chain(importer=b, imported=a)})
+    assert cycles == []
