@@ -131,6 +131,7 @@ def write_safetensors(path: Path, specs: list[tuple[str, list[int], str]], seed:
 
 
 def _train_tokenizer(out: Path) -> int:
+    # tokenizers is large: only to make the demo model, once
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE())

@@ -268,7 +268,7 @@ def prompt_text(index: int | str, words: int, run: str = "") -> str:
 
 
 def run_tag() -> str:
-    import secrets
+    import secrets  # the CLI entry only: the console's bench screen does not need them
 
     return secrets.token_hex(3) + "-"
 
@@ -473,10 +473,10 @@ def _progress_printer(stream: Any) -> ProgressFn:
 
 def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err: Any = None) -> int:
     """`qwen-tui bench`: 0 all completed, 1 any failed or no server, 2 bad arguments."""
-    import json
+    import json  # the CLI entry only: the console's bench screen does not need them
     import sys
 
-    from backend import supervisor_client
+    from backend import supervisor_client  # the CLI entry only: the console's bench screen does not need them
     from backend.ledger import plan_for_console
 
     out, err = out or sys.stdout, err or sys.stderr

@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -23,6 +24,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from backend import statefile, supervisor_client
+from backend.doctor import Env, run_checks
+from backend.doctor.context import site_dirs
+from backend.doctor.cuda_libs import _field, _metadata, detect
+from backend.gpu import GpuMonitor
+from backend.launch import build_launch, detect_install, python_for
+from backend.ledger.adapter import LedgerInputError, gpus_from_monitor, plan_from_settings
+from backend.ledger.cli import detect_vllm_version, format_table
+from backend.logparse import Failure, Figure, LogParser
+from backend.orphans import configured_gpus
 from backend.redact import Redactor
 from backend.settings import SCHEMA, Settings
 from backend.status import FAILING, in_group
@@ -53,7 +64,6 @@ def _qwen_tui_version() -> str:
 
 
 def _dist_version(sites: list[str], name: str) -> str | None:
-    from backend.doctor.cuda_libs import _field, _metadata
 
     for site in sites:
         if site and Path(site).is_dir():
@@ -64,9 +74,6 @@ def _dist_version(sites: list[str], name: str) -> str | None:
 
 
 def versions(settings: Settings, monitor: Any) -> dict[str, Any]:
-    from backend.doctor.context import site_dirs
-    from backend.doctor.cuda_libs import detect
-    from backend.launch import detect_install, python_for
 
     install = detect_install(python_for(settings))
     sites = site_dirs(settings)
@@ -119,13 +126,11 @@ def settings_view(settings: Settings) -> dict[str, Any]:
 
 
 def command(settings: Settings, state: dict[str, Any]) -> dict[str, Any]:
-    from backend.launch import build_launch
 
     launch = build_launch(settings)
     out = {"shell": launch.shell_line(), "problems": launch.problems, "last_launch": None}
     argv, env = state.get("argv"), state.get("env")
     if argv:
-        import shlex
 
         last = (" ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted((env or {}).items())) + " "
                 + shlex.join(argv)).strip()
@@ -135,8 +140,6 @@ def command(settings: Settings, state: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_text(settings: Settings, monitor: Any) -> str:
-    from backend.ledger.adapter import LedgerInputError, gpus_from_monitor, plan_from_settings
-    from backend.ledger.cli import detect_vllm_version, format_table
 
     try:
         led = plan_from_settings(settings, gpus=gpus_from_monitor(monitor), vllm_version=detect_vllm_version(settings))
@@ -148,7 +151,6 @@ def plan_text(settings: Settings, monitor: Any) -> str:
 
 
 def doctor(settings: Settings, monitor: Any) -> list[dict[str, Any]]:
-    from backend.doctor import Env, run_checks
 
     try:
         return [c.to_dict() for c in run_checks(settings, Env(monitor=monitor))]
@@ -203,7 +205,6 @@ def _gap(n: int) -> str:
 def log_excerpt(path: str | None) -> dict[str, Any]:
     """The lines that matter: the launch line, the figures lines, the first error and its traceback, the line
     that diagnosed the failure, and the last lines. Selected with backend.logparse, numbered, gaps marked."""
-    from backend.logparse import Failure, Figure, LogParser
 
     if not path or not Path(path).is_file():
         return {"path": path, "lines_total": 0, "excerpt": [], "parsed": None,
@@ -259,12 +260,9 @@ def environment(settings: Settings) -> dict[str, Any]:
 # -- all of it ----------------------------------------------------------------------------------------
 def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every section as plain data (not redacted). Opens NVML itself when `monitor` is None (CUDA only)."""
-    from backend import statefile, supervisor_client
 
     own = monitor is None and settings.planner.get("device") != "cpu"
     if own:
-        from backend.gpu import GpuMonitor
-        from backend.orphans import configured_gpus
 
         monitor = GpuMonitor(configured_gpus(settings.env))
     try:

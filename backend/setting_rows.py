@@ -49,7 +49,7 @@ MASK = "•••••• (set)"
 
 def toml_text(value: Any) -> str:
     """A value in the TOML form `--set` accepts; '' for None (not set: the key is not written)."""
-    import tomlkit
+    import tomlkit  # tomlkit only to write a file (reads use tomllib): start-up
 
     if value is None:
         return ""

@@ -410,7 +410,7 @@ def save_setting(path: Path, section: str, key: str, value: Any) -> None:
     old file, so a failure leaves the old file untouched. A table value ([server.env]) is changed
     name by name, so the comments inside the table survive too.
     """
-    import tomlkit
+    import tomlkit  # tomlkit only to write a file (reads use tomllib): start-up
 
     value = check_value(section, key, value)
 
@@ -465,7 +465,7 @@ def _edit_file(path: Path, change: Callable[[Any], bool]) -> None:
     """Parse the file with tomlkit, apply `change(doc)` (False: nothing to write), check that the
     new text loads, and replace the file atomically. A read-only file is refused, never replaced;
     a file that holds server.api_key is written user-only (0600)."""
-    import tomlkit
+    import tomlkit  # tomlkit only to write a file (reads use tomllib): start-up
 
     problem = writable_problem(path)
     if problem:

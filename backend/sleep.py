@@ -196,7 +196,7 @@ class SleepControl:
 
 
 def _client(settings: Any) -> httpx.AsyncClient:
-    from backend.httpclient import async_client
+    from backend.httpclient import async_client  # httpx only once a request is made: start-up
 
     # the key from the key file, $QWEN_TUI_API_KEY or the config, as every console request sends it
     return async_client(settings.base_url, settings.api_key, timeout=httpx.Timeout(CALL_TIMEOUT_S, connect=3.0))

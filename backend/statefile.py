@@ -239,7 +239,7 @@ def leftovers(data: dict[str, Any] | None) -> list[int]:
     (same start time) and that server's process group."""
     if not data:
         return []
-    from backend import procs
+    from backend import procs  # procs only for a dead supervisor's leftovers: statefile loads at start-up
 
     left: set[int] = set()
     pid, pgid = data.get("pid"), data.get("pgid")

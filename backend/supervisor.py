@@ -201,7 +201,7 @@ class Supervisor:
     async def _watch_health(self) -> None:
         interval = float(self.settings.console["health_interval_s"])
         grace = float(self.settings.console["health_grace_s"])
-        from backend.httpclient import async_client
+        from backend.httpclient import async_client  # httpx only once a request is made: start-up
 
         # the key this launch was given (never from argv), as the console's own requests send it
         async with async_client(self.settings.base_url, self.launch.secret_env.get("VLLM_API_KEY"),
@@ -248,8 +248,9 @@ class Supervisor:
 
     def _foreign_listener(self) -> str | None:
         """None when a process of this launch's tree listens on the port; else who does."""
-        import psutil
+        import psutil  # start-up: the console's first frame does not need it
 
+        # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
         from backend import owners, procs
 
         port = int(self.settings.server["port"])
@@ -274,6 +275,7 @@ class Supervisor:
     async def _terminate(self) -> None:
         """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout,
         then check with NVML that the GPU memory those processes held is released."""
+        # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
         from backend import orphans, procs
 
         pids = procs.group_members(self._pgid) if self._pgid else []
@@ -342,6 +344,7 @@ class Supervisor:
 
     async def _reap_leftovers(self) -> None:
         """After the API process is gone, make sure nothing of its group survives."""
+        # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
         from backend import orphans, procs
 
         if self._pgid is None:
@@ -356,7 +359,7 @@ class Supervisor:
     async def run(self) -> int:
         """Run until stopped (exit code 0) or failed for good (1)."""
         if self.gpus is None and self.settings.planner.get("device") != "cpu":
-            from backend.gpu import GpuMonitor
+            from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
             from backend.orphans import configured_gpus
 
             self.gpus = await asyncio.to_thread(GpuMonitor, configured_gpus(self.settings.env))

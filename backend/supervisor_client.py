@@ -43,7 +43,7 @@ def _stale(why: str | None) -> bool:
 
 def _died(last: dict[str, Any]) -> dict[str, Any]:
     """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
-    from backend import procs
+    from backend import procs  # start-up: the console imports this module before its first frame
 
     left = statefile.leftovers(last)
     infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
@@ -260,19 +260,19 @@ class ServerClient:
 
     def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None):
         """Processes no supervisor owns that hold (or may hold) the GPUs: backend.orphans.OrphanScan."""
-        from backend import orphans
+        from backend import orphans  # start-up: the console imports this module before its first frame
 
         return orphans.scan(server_env, monitor=gpus)
 
     def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None):
         """Kill exactly these pids of ``found`` and check their GPU memory: backend.orphans.Stopped."""
-        from backend import orphans
+        from backend import orphans  # start-up: the console imports this module before its first frame
 
         return orphans.kill(pids, found, monitor=gpus)
 
     def sleep_wake(self, action: str, level: int = 1) -> tuple[bool, str]:
         """Ask the supervisor to sleep (level 1 or 2) or wake its server: (ok, what happened)."""
-        from backend import sleep
+        from backend import sleep  # start-up: the console imports this module before its first frame
 
         try:
             op = sleep.request(action, level if action == "sleep" else None)
@@ -282,7 +282,7 @@ class ServerClient:
 
     def stop_supervisor(self, info: Any) -> str:
         """SIGTERM another live supervisor of this user (backend.owners.SupervisorInfo) and wait."""
-        from backend import owners
+        from backend import owners  # start-up: the console imports this module before its first frame
 
         return owners.stop_supervisor(info)
 

@@ -77,7 +77,7 @@ class QwenApp(App):
 
     def reload_settings(self, settings: Settings | None = None) -> Settings:
         """Adopt settings saved from the console (or read them again: same file, --demo, --set)."""
-        from backend.setting_rows import reload
+        from backend.setting_rows import reload  # start-up: loaded on first use, not before the console's first frame
 
         new = settings if settings is not None else reload(self.settings)
         theme = new.console["theme"]

@@ -6,6 +6,7 @@ import sys
 
 
 def run_console(args) -> int:
+    # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import load_settings
     from backend.cli.commands import global_argv
     from backend.gpu import GpuMonitor
@@ -26,6 +27,7 @@ def run_console(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import main as cli_main
 
     return cli_main(argv, console=run_console)

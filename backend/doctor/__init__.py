@@ -74,7 +74,7 @@ def run_checks(settings: Settings, env: Env | None = None) -> list[Check]:
     ctx = Context(settings, env)
     own_monitor = ctx.monitor is None and ctx.device == "cuda"
     if own_monitor:
-        from backend.gpu import GpuMonitor
+        from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
 
         ctx.monitor = GpuMonitor()
     out: list[Check] = []

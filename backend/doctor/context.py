@@ -49,13 +49,13 @@ class Check:
 # -- the outside world, replaceable in tests -----------------------------------------------------
 def scan_processes(settings: Settings, monitor: Any) -> list:
     """vLLM and GPU processes the supervised server does not own (backend.orphans)."""
-    from backend import orphans
+    from backend import orphans  # only for this check: `doctor` runs each check on its own
 
     return orphans.scan(settings.env, monitor=monitor).processes
 
 
 def server_status() -> dict[str, Any]:
-    from backend import supervisor_client
+    from backend import supervisor_client  # only for this check: `doctor` runs each check on its own
 
     return supervisor_client.status()
 
@@ -166,6 +166,7 @@ class Context:
     @cached_property
     def plan(self) -> tuple[Any, str | None]:
         """(Ledger, None) or (None, why)."""
+        # only for this check: `doctor` runs each check on its own
         from backend.ledger import LedgerInputError, plan_from_settings
         from backend.ledger.adapter import gpus_from_monitor
 

@@ -65,7 +65,7 @@ def check_cuda_libs(ctx: Context) -> Check:
             errors.append(f"{name}: {e}")
             continue
         return Check("cuda-libs", "ok", f"{name} loads from the system library path{why}")
-    from backend.logparse.diagnose import lib_fix
+    from backend.logparse.diagnose import lib_fix  # only for this check: `doctor` runs each check on its own
 
     need = f"vLLM's CUDA {build.major} build needs it" if build.major else "the CUDA build of vLLM needs one"
     fix = lib_fix(names[0]) if build.major else (
@@ -105,7 +105,7 @@ def check_gpus(ctx: Context) -> Check:
 
 # -- 4. bfloat16 -------------------------------------------------------------------------------------
 def check_bf16(ctx: Context) -> Check:
-    from backend.ledger.shapes import canonical_dtype
+    from backend.ledger.shapes import canonical_dtype  # only for this check: `doctor` runs each check on its own
 
     if ctx.device == "cpu":
         return Check("bf16", "skip", 'planner.device = "cpu": no compute capability to check')

@@ -100,7 +100,7 @@ def load_format(settings_server: dict, extra_args: list[str]) -> str:
 
 def folder_problems(folder: Path, fmt: str = "auto") -> tuple[str | None, str]:
     """(what is wrong or None, a summary of what is there) for a model folder."""
-    from backend.ledger.safetensors_count import count_dir
+    from backend.ledger.safetensors_count import count_dir  # only for this check: `doctor` runs each check on its own
 
     if not (folder / "config.json").is_file():
         return f"no config.json in {folder}", ""

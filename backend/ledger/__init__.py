@@ -45,8 +45,8 @@ __all__ = [
 
 
 def run_plan(settings, as_json, out=None, gpus=None):  # noqa: D103 - see cli.run_plan
-    import sys
+    import sys  # `python -m backend.ledger` only
 
-    from backend.ledger.cli import run_plan as _run
+    from backend.ledger.cli import run_plan as _run  # `python -m backend.ledger` only
 
     return _run(settings, as_json, out if out is not None else sys.stdout, gpus)

@@ -225,6 +225,7 @@ def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict | None, s
     `monitor` is a backend.gpu.GpuMonitor (or None): its static facts replace the planner's card.
     The running server's own memory is not held against it (check_free=False).
     """
+    # only for the CLI or a real install: plan() stays a pure function
     from backend.launch import detect_install, python_for
 
     try:

@@ -16,7 +16,7 @@ from backend.ledger.core import GiB, Ledger
 
 def probe_gpus() -> list[dict] | None:
     """NVML readings for the plan (backend.gpu.GpuMonitor, the one NVML reader), or None without NVML."""
-    from backend.gpu import GpuMonitor
+    from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
     from backend.ledger.adapter import gpus_from_monitor
 
     mon = GpuMonitor()
@@ -31,6 +31,7 @@ def probe_gpus() -> list[dict] | None:
 def detect_vllm_version(settings: Any) -> str | None:
     """The vLLM version the server's interpreter has (package metadata; no import of vllm)."""
     try:
+        # only for the CLI or a real install: plan() stays a pure function
         from backend.launch import detect_install, python_for
 
         return detect_install(python_for(settings)).version

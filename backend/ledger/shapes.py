@@ -3,8 +3,9 @@
 The table lets `qwen-tui plan` answer before the weights are downloaded. It holds the Qwen2.5 family
 (0.5B-72B; base, -Instruct, -Instruct-AWQ, -Instruct-GPTQ-Int4/-Int8, keyed by Hugging Face repo id)
 and the other models that appear in the project's real vLLM logs (Llama-3.1, Qwen2, Qwen3, QwQ).
-Values are the public `config.json` ones; the Qwen2.5 rows reproduce the exact parameter totals
-from /work/shared/notes/vllm-log-formats.md section 6.1 (tested).
+Values are the public `config.json` ones; the Qwen2.5 rows reproduce the exact parameter totals of
+the published safetensors (0.5B 494,032,768; 1.5B 1,543,714,304; 3B 3,085,938,688; 72B 72,706,203,648;
+tested).
 
 Weights are counted per tensor-parallel category, because vLLM shards them differently:
 embedding and lm_head are vocab-parallel (split, vocab padded to a multiple of 64), q/gate/up are
@@ -266,12 +267,6 @@ _QWEN25_RE = re.compile(
     r"^qwen2\.5-(?P<size>0\.5|1\.5|3|7|14|32|72)b(?P<instruct>-instruct)?"
     r"(?P<quant>-awq|-gptq-int4|-gptq-int8)?$")
 _SUFFIXES = ("-instruct", "-chat", "-it")
-
-
-def known_models() -> list[str]:
-    names = [f"Qwen/Qwen2.5-{s.upper()}{v}" for s in QWEN25
-             for v in ("", "-Instruct", "-Instruct-AWQ", "-Instruct-GPTQ-Int4", "-Instruct-GPTQ-Int8")]
-    return names + [s.name for s in OTHERS.values()]
 
 
 def lookup(model: str) -> ModelShape | None:

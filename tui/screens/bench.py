@@ -29,7 +29,7 @@ class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
     def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None) -> None:
         super().__init__()
-        from backend.loadtest import BenchConfig
+        from backend.loadtest import BenchConfig  # start-up: loaded on first use, not before the console's first frame
 
         self.status, self.plan = status, plan
         self.config = config or BenchConfig()
@@ -58,6 +58,7 @@ class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
 
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def run_load(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.loadtest import BenchInputError, run_bench
 
         try:
@@ -78,6 +79,7 @@ class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
 
     @on(BenchFinished)
     def finished(self, message: BenchFinished) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.loadtest import summary_lines
 
         self.running = False

@@ -49,6 +49,7 @@ class DoctorScreen(WorkerErrorsToApp, ModalScreen[None]):
 
     @work(group="doctor", exclusive=True, exit_on_error=False)
     async def run_doctor(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.doctor import Env, run_checks
 
         try:

@@ -164,6 +164,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
 
     @work(group="plan", exclusive=True, exit_on_error=False)
     async def compute_plan(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.ledger import plan_for_console
 
         plan, error = await asyncio.to_thread(plan_for_console, self.app.settings, self.app.gpus)
@@ -177,6 +178,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
 
     @on(ChatFinished)
     def chat_finished(self, message: ChatFinished) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.conversation import measured_decode_rate
 
         # the measured decode rate beside the ledger's batch-1 ceiling; never a burst or an impossible rate
@@ -187,7 +189,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
                 self._show_ledger()
 
     def action_bench(self) -> None:
-        from tui.screens.bench import BenchScreen
+        from tui.screens.bench import BenchScreen  # start-up: loaded on first use, not before the console's first frame
 
         if self.state.state is not ServerState.READY:
             self.notify("the load test needs a READY server: s starts it", severity="warning")
@@ -196,7 +198,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
 
     def action_toggle_keys(self) -> None:
         """The keys of whatever has focus, with what they do (Textual's help panel)."""
-        from textual.widgets import HelpPanel
+        from textual.widgets import HelpPanel  # start-up: loaded on first use, not before the console's first frame
 
         if self.query(HelpPanel):
             self.app.action_hide_help_panel()
@@ -204,11 +206,13 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
             self.app.action_show_help_panel()
 
     def action_doctor(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.doctor import DoctorScreen
 
         self.app.push_screen(DoctorScreen())
 
     def action_report(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.report import ReportScreen
 
         self.app.push_screen(ReportScreen())
@@ -243,7 +247,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
             self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
 
     def _show_ledger(self) -> None:
-        from backend.ledger import compare
+        from backend.ledger import compare  # start-up: loaded on first use, not before the console's first frame
 
         rows = compare(self.plan, self.parsed) if self.plan else []
         self.query_one(LedgerPanel).show(self.plan, rows, self.measured_tps, self.plan_error)
@@ -251,6 +255,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
     @work(group="gpus", exclusive=True, exit_on_error=False)
     async def sample_gpus(self) -> None:
         interval = float(self.app.settings.console["gpu_interval_s"])
+        # start-up: loaded on first use, not before the console's first frame
         from backend.orphans import holders_by_gpu
 
         def read() -> tuple[list, dict]:
@@ -366,7 +371,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         self.query_one(LogPane).focus()
 
     def action_cycle_level(self) -> None:
-        from tui.widgets.log_pane import LEVELS
+        from tui.widgets.log_pane import LEVELS  # start-up: loaded on first use, not before the console's first frame
 
         log = self.query_one(LogPane)
         log.set_view(level=LEVELS[(LEVELS.index(log.level) + 1) % len(LEVELS)])
@@ -389,6 +394,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         self.app.request_quit(self.state.state)
 
     def action_settings(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.settings import SettingsScreen
 
         self.app.push_screen(SettingsScreen(lambda: self.state.state), self._settings_closed)

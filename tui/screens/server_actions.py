@@ -81,6 +81,7 @@ class ServerActions:
         state = self.state.state
         policy = str(self.app.settings.console.get("confirm", "running"))
         if action != "start" and needs_confirm(policy, state):
+            # start-up: loaded on first use, not before the console's first frame
             from tui.screens.confirm import ConfirmScreen
 
             running = getattr(self, "requests_running", None)
@@ -102,7 +103,7 @@ class ServerActions:
         if self.busy:
             self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
             return
-        from backend import apikey
+        from backend import apikey  # start-up: loaded on first use, not before the console's first frame
         from tui.screens.exposure import ExposureScreen
         from tui.screens.preflight import PreflightScreen, blocking
 
@@ -152,6 +153,7 @@ class ServerActions:
             self._set_phase("start")
             self.start_worker(False, message.done)
             return
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.orphans import OrphanScreen
 
         self._set_phase(None)

@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from backend.conversation import Conversation, figures_line
+from tui import clipboard
 from tui.messages import ChatDelta, ChatFinished
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.reply import ReplyView
@@ -173,5 +174,4 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         if not reply:
             self.app.notify("no reply to copy yet", severity="warning")
             return
-        self.app.copy_to_clipboard(reply)  # OSC 52: reaches the SSH client's clipboard
-        self.app.notify(f"copied {len(reply)} characters (OSC 52; in tmux: set -g set-clipboard on)")
+        self.app.notify(f"copied {len(reply)} characters: {clipboard.copy(self.app, reply)}")
