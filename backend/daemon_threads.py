@@ -9,8 +9,11 @@ what is still running at exit is abandoned, not waited for.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 
 class DaemonExecutor(ThreadPoolExecutor):
@@ -20,10 +23,10 @@ class DaemonExecutor(ThreadPoolExecutor):
         super().__init__(max_workers=1)
         self._closed = False
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[override]
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         if self._closed:
             raise RuntimeError("cannot schedule new futures after shutdown")
-        future: Future = Future()
+        future: Future[Any] = Future()
 
         def run() -> None:
             if not future.set_running_or_notify_cancel():
@@ -40,6 +43,6 @@ class DaemonExecutor(ThreadPoolExecutor):
         self._closed = True  # never waits: the threads are daemons
 
 
-def install(loop) -> None:
+def install(loop: asyncio.AbstractEventLoop) -> None:
     """Make `asyncio.to_thread` / `run_in_executor(None, …)` on this loop use daemon threads."""
     loop.set_default_executor(DaemonExecutor())

@@ -187,7 +187,7 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
         env.update(SLEEP_ENV)
     env.update(settings.env)
     from backend import apikey  # only when the key is resolved: start-up
-    from backend.settings import ConfigError
+    from backend.errors import ConfigError
 
     problems: list[str] = []
     secret: dict[str, str] = {}

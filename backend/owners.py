@@ -164,7 +164,7 @@ def start_blockers(host: str, port: int, supervisors: list[SupervisorInfo] | Non
 
 def _zombie(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return True
 

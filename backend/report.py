@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,8 @@ def _dist_version(sites: list[str], name: str) -> str | None:
         if site and Path(site).is_dir():
             meta = _metadata(Path(site), name)
             if meta:
-                return (_field(meta, "Version") or [None])[0]
+                versions = _field(meta, "Version")
+                return versions[0] if versions else None
     return None
 
 
@@ -159,7 +161,7 @@ def doctor(settings: Settings, monitor: Any) -> list[dict[str, Any]]:
 
 
 # -- the server and its log ---------------------------------------------------------------------------
-def server(status: dict[str, Any]) -> dict[str, Any]:
+def server(status: Mapping[str, Any]) -> dict[str, Any]:
     keep = ("state", "detail", "attempt", "restarts", "failure", "last_failure", "log_path", "vllm_version",
             "kv_cache_tokens", "kv_cache_gib", "max_concurrency", "weights_gib", "weights_seconds", "phase",
             "sleep_level", "gpu_memory_freed_bytes", "wake_seconds", "stop_report")
@@ -169,7 +171,7 @@ def server(status: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def failing_log(status: dict[str, Any]) -> str | None:
+def failing_log(status: Mapping[str, Any]) -> str | None:
     """The log to quote: the current launch's when it failed, else the last failed attempt's, else the current."""
     if in_group(status.get("state"), FAILING) or not status.get("last_failure"):
         return status.get("log_path") or (status.get("last_failure") or {}).get("log_path")
@@ -285,8 +287,10 @@ def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | Non
             monitor.shutdown()
 
 
-def _table(rows: list[tuple], head: tuple) -> list[str]:
-    cell = lambda v: "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+def _table(rows: list[tuple[Any, ...]], head: tuple[str, ...]) -> list[str]:
+    def cell(v: Any) -> str:
+        return "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+
     return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             + ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows])
 

@@ -19,9 +19,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from backend import paths
+from backend.errors import ConfigError
 from backend.settings import (
     SCHEMA,
-    ConfigError,
     Key,
     Settings,
     apply_demo,
@@ -57,7 +57,7 @@ def toml_text(value: Any) -> str:
         table = tomlkit.inline_table()
         table.update(value)
         return table.as_string()
-    return tomlkit.item(value).as_string()
+    return str(tomlkit.item(value).as_string())
 
 
 def type_text(spec: Key) -> str:
@@ -143,7 +143,7 @@ class Row:
 
     @property
     def modified(self) -> bool:
-        return self.value != self.spec.default
+        return bool(self.value != self.spec.default)
 
     @property
     def forced(self) -> bool:
@@ -208,7 +208,8 @@ def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[R
     rows = []
     for section, table in SCHEMA.items():
         current = getattr(settings, section)
-        written = data.get(section) if isinstance(data.get(section), dict) else {}
+        table_data = data.get(section)
+        written: dict[str, Any] = table_data if isinstance(table_data, dict) else {}
         for key, spec in table.items():
             if (section, key) in sets:
                 source = "--set"

@@ -168,7 +168,7 @@ class Settings:
         name = self.server.get("served_model_name")
         if isinstance(name, list):
             return str(name[0]) if name else self.server["model"]
-        return name or self.server["model"]
+        return str(name or self.server["model"])
 
     @property
     def base_url(self) -> str:
@@ -414,7 +414,7 @@ def save_setting(path: Path, section: str, key: str, value: Any) -> None:
 
     value = check_value(section, key, value)
 
-    def change(doc) -> bool:
+    def change(doc: Any) -> bool:
         if section not in doc:
             doc.add(section, tomlkit.table())
         if not isinstance(value, dict):
@@ -436,7 +436,7 @@ def save_setting(path: Path, section: str, key: str, value: Any) -> None:
 def remove_setting(path: Path, section: str, key: str) -> None:
     """Take one key out of the user's file (its default applies); comments kept, atomic."""
 
-    def change(doc) -> bool:
+    def change(doc: Any) -> bool:
         if section in doc and key in doc[section]:
             del doc[section][key]
             return True

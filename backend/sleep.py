@@ -115,9 +115,10 @@ class SleepControl:
     async def handle(self, sup: Any, req: dict[str, Any]) -> dict[str, Any]:
         """Do one request for the supervisor `sup` (its settings, gpus, state and _set); never raises."""
         action, level = req.get("action"), req.get("level") or 1
-        op = {"id": req.get("id"), "action": action, "level": level if action == "sleep" else self.level,
-              "ok": None, "message": "", "started_at": time.time(), "seconds": None,
-              "gpu_memory_before_bytes": None, "gpu_memory_after_bytes": None}
+        op: dict[str, Any] = {
+            "id": req.get("id"), "action": action, "level": level if action == "sleep" else self.level,
+            "ok": None, "message": "", "started_at": time.time(), "seconds": None,
+            "gpu_memory_before_bytes": None, "gpu_memory_after_bytes": None}
         why = self._refusal(sup.state, action, level)
         if why is not None:
             op.update(ok=why == "", message=why or f"already {'asleep' if action == 'sleep' else 'awake'}",
@@ -138,7 +139,7 @@ class SleepControl:
             op.update(ok=False, message=f"{type(e).__name__}: {e}")
         finally:
             self.busy = None
-            op["seconds"] = round(time.time() - op["started_at"], 3)
+            op["seconds"] = round(time.time() - float(op["started_at"]), 3)
         return self._publish(sup, op)
 
     def _refusal(self, state: str, action: str | None, level: Any) -> str | None:

@@ -14,7 +14,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 
@@ -149,7 +149,7 @@ def read(path: Path | None = None) -> dict[str, Any] | None:
 
 def create_time(pid: int) -> float | None:
     try:
-        return psutil.Process(pid).create_time()
+        return float(psutil.Process(pid).create_time())
     except (psutil.Error, ValueError, TypeError):
         return None
 
@@ -191,7 +191,7 @@ def pid_matches(pid: Any, created: Any) -> bool:
             return False  # exited; its parent has not reaped it (a parent that died leaves it to init)
     except (psutil.Error, ValueError, TypeError):
         return False
-    return abs(actual - created) < 0.05
+    return bool(abs(actual - created) < 0.05)
 
 
 def _set_aside(path: Path, suffix: str) -> None:
@@ -213,7 +213,7 @@ def read_live(path: Path | None = None, cleanup: bool = True) -> tuple[dict[str,
         return None, f"untrusted state file {path}: {problem}"
     if data is None:
         return None, None
-    pid = data.get("supervisor_pid")
+    pid = cast(int, data.get("supervisor_pid"))  # read_checked: an int unless the state is final (then unused)
     recorded = data.get("supervisor_cmdline")  # same pid and start time but another program: exec()
     alive = pid_matches(pid, data.get("supervisor_create_time"))
     if alive and is_supervisor(pid) and (recorded is None or cmdline(pid) == recorded):

@@ -29,6 +29,8 @@ class ServerState(enum.StrEnum):
     @classmethod
     def parse(cls, value: object) -> ServerState | None:
         """The state for a state-file value; None for anything else (an unknown or missing state)."""
+        if not isinstance(value, str):
+            return None
         try:
             return cls(value)
         except ValueError:

@@ -20,13 +20,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx
 
 from backend import sleep, statefile
 from backend.launch import Launch
-from backend.logparse import LogParser, is_permanent, launch_marker
+from backend.logparse import Failure, LogParser, is_permanent, launch_marker
 from backend.settings import Settings
 from backend.status import FAILING
 
@@ -50,7 +50,7 @@ class Transition:
 
 def backoff_delay(failures: int) -> float:
     """5 s, 10 s, 20 s ... capped at 5 min (failures counts the one that just happened)."""
-    return min(BACKOFF_START_S * 2 ** max(failures - 1, 0), BACKOFF_CAP_S)
+    return float(min(BACKOFF_START_S * 2 ** max(failures - 1, 0), BACKOFF_CAP_S))
 
 
 def argv_hash(argv: list[str]) -> str:
@@ -171,7 +171,7 @@ class Supervisor:
         self.log_path.write_text(launch_marker(self.started_at, self.proc.pid, self.launch.argv), encoding="utf-8")
         self._set("starting", f"pid {self.proc.pid}")
 
-    async def _read_output(self, log) -> None:
+    async def _read_output(self, log: TextIO) -> None:
         assert self.proc and self.proc.stdout
         while True:
             try:
@@ -195,7 +195,7 @@ class Supervisor:
             self.on_line(line)
         if any(type(e).__name__ in ("Figure", "Failure") for e in events):
             self._write_state()
-        if any(type(e).__name__ == "Failure" and e.kind == "engine_dead" for e in events):
+        if any(isinstance(e, Failure) and e.kind == "engine_dead" for e in events):
             self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
 
     async def _watch_health(self) -> None:
@@ -293,6 +293,7 @@ class Supervisor:
 
     async def _run_once(self) -> int:
         await self._spawn()
+        assert self.log_path is not None  # _spawn set it
         with open(self.log_path, "a", encoding="utf-8") as log:
             reader = asyncio.create_task(self._read_output(log))
             health = asyncio.create_task(self._watch_health())
@@ -425,7 +426,7 @@ class Supervisor:
     def request_stop(self) -> None:
         self._stop_requested.set()
 
-    def control_requested(self) -> asyncio.Task | None:
+    def control_requested(self) -> asyncio.Task[Any] | None:
         """SIGUSR1: a sleep / wake request waits in the request file (backend/sleep.py)."""
         req = sleep.take_request(self.state_path)
         if req:

@@ -13,10 +13,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from backend import startup_history, statefile
 from backend.logparse import LogParser
+
+if TYPE_CHECKING:
+    from backend.orphans import OrphanScan, Stopped
 from backend.status import IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
 
 
@@ -38,7 +41,7 @@ class Poll:
 
 
 def _stale(why: str | None) -> bool:
-    return bool(why) and why.startswith("stale state file")
+    return why is not None and why.startswith("stale state file")
 
 
 def _died(last: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def status() -> ServerStatus:
         failure = died or (last.get("failure") if state is ServerState.FAILED else None)
         return ServerStatus(state=state, port=last.get("port"), base_url=last.get("base_url"),
                             restarts=last.get("restarts") or 0, log_path=last.get("log_path"),
-                            detail=failure["message"] if died else last.get("detail"), failure=failure,
+                            detail=died["message"] if died else last.get("detail"), failure=failure,
                             left=died["left"] if died else [], note=why, last_failure=last.get("last_failure"),
                             attempts=last.get("attempts") or [])
     figures = dict(data.get("figures") or {})
@@ -146,7 +149,7 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
 
 
 def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL,
-                 env: dict[str, str] | None = None) -> subprocess.Popen:
+                 env: dict[str, str] | None = None) -> subprocess.Popen[Any]:
     """Start `argv` in its own session and reap it the moment it exits.
 
     The supervisor is a child of the process that started it (the console). Unreaped, it would stay
@@ -194,7 +197,7 @@ class LogFollower:
 
     def __init__(self, max_initial_lines: int = 20000) -> None:
         self.path: str | None = None
-        self._f = None
+        self._f: TextIO | None = None
         self._partial = ""
         self.parser = LogParser()
         self.max_initial_lines = max_initial_lines
@@ -258,13 +261,13 @@ class ServerClient:
         data = start_detached(self.global_argv, allow_orphans=allow_orphans)
         return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"
 
-    def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None):
+    def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None) -> OrphanScan:
         """Processes no supervisor owns that hold (or may hold) the GPUs: backend.orphans.OrphanScan."""
         from backend import orphans  # start-up: the console imports this module before its first frame
 
         return orphans.scan(server_env, monitor=gpus)
 
-    def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None):
+    def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None) -> Stopped:
         """Kill exactly these pids of ``found`` and check their GPU memory: backend.orphans.Stopped."""
         from backend import orphans  # start-up: the console imports this module before its first frame
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from backend.cli.options import global_options, load_settings
-from backend.settings import ConfigError
+from backend.errors import ConfigError
 
 __all__ = ["build_parser", "load_settings", "main"]
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None, console=None) -> int:
+def main(argv: list[str] | None = None, console: Callable[[argparse.Namespace], int] | None = None) -> int:
     """Run a subcommand. With none, call `console(args)` (the TUI passes its entry point, so that
     backend/ never imports the UI); headless use without a console prints the help."""
     parser = build_parser()

@@ -8,16 +8,21 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from backend import statefile
 from backend.cli.options import load_settings
-from backend.launch import build_launch
+from backend.launch import Launch, build_launch
 from backend.settings import Settings
 from backend.status import HEALTHY, IDLE, ServerState
 
+if TYPE_CHECKING:
+    from backend.orphans import OrphanScan
 
-def _print_json(obj) -> None:
+
+def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
@@ -33,7 +38,7 @@ def _key_warnings(settings: Settings) -> list[str]:
     return apikey.warnings(settings) + ([exposed] if exposed else [])
 
 
-def cmd_print_command(args) -> int:
+def cmd_print_command(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     launch = build_launch(settings)
     show = getattr(args, "show_secrets", False)
@@ -52,7 +57,7 @@ def cmd_print_command(args) -> int:
     return 0
 
 
-def cmd_gen_key(args) -> int:
+def cmd_gen_key(args: argparse.Namespace) -> int:
     """Write a new random API key to a file (mode 0600) and say how to use it; the key itself is
     printed only with --show-secrets."""
     from backend import apikey  # start-up: a subcommand imports only what it runs
@@ -66,7 +71,7 @@ def cmd_gen_key(args) -> int:
 
 
 # -- serve / stop / status / logs ---------------------------------------------------------------
-def global_argv(args) -> list[str]:
+def global_argv(args: argparse.Namespace) -> list[str]:
     out = []
     if args.config:
         out += ["--config", str(Path(args.config).resolve())]
@@ -77,13 +82,13 @@ def global_argv(args) -> list[str]:
     return out
 
 
-def _orphans(settings: Settings):
+def _orphans(settings: Settings) -> OrphanScan:
     from backend import orphans  # start-up: a subcommand imports only what it runs
 
     return orphans.scan(settings.env)
 
 
-def _preflight(args, settings: Settings):
+def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | None, int]:
     """Refuse to start when a server runs, a setting is unknown to this vLLM, or orphans hold GPUs."""
     live, why = statefile.read_live()
     if why:
@@ -121,7 +126,7 @@ def _preflight(args, settings: Settings):
     return launch, 0
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     launch, rc = _preflight(args, settings)
     if launch is None:
@@ -134,7 +139,7 @@ def cmd_serve(args) -> int:
         if not args.quiet:
             print(line, flush=True)
 
-    def on_state(t) -> None:
+    def on_state(t: Any) -> None:
         print(f"[qwen-tui] {t.state}{': ' + t.detail if t.detail else ''}", file=sys.stderr, flush=True)
 
     async def run() -> int:
@@ -146,7 +151,7 @@ def cmd_serve(args) -> int:
     return asyncio.run(run())
 
 
-def _detach(args, settings: Settings) -> int:
+def _detach(args: argparse.Namespace, settings: Settings) -> int:
     """Start the supervisor in the background; with --wait, until READY. --json prints the final
     `status --json` object (plus `started`), whatever happened."""
     from backend import supervisor_client  # start-up: a subcommand imports only what it runs
@@ -167,7 +172,7 @@ def _detach(args, settings: Settings) -> int:
     return rc
 
 
-def _failure_text(f: dict) -> str:
+def _failure_text(f: Mapping[str, Any]) -> str:
     where = f" (attempt {f['attempt']}, log {f['log_path']})" if f.get("attempt") else ""
     fix = f"\n  fix: {f['fix']}" if f.get("fix") else ""
     return f"{f.get('kind')}: {f.get('message')}{where}{fix}"
@@ -208,7 +213,7 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
     return 1
 
 
-def cmd_status(args) -> int:
+def cmd_status(args: argparse.Namespace) -> int:
     from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     st = supervisor_client.status()
@@ -242,7 +247,7 @@ def cmd_status(args) -> int:
     return 0 if st.state in HEALTHY else 1
 
 
-def cmd_stop(args) -> int:
+def cmd_stop(args: argparse.Namespace) -> int:
     if args.orphans or args.pid or args.list:
         return _stop_orphans(args)
     from backend import supervisor_client  # start-up: a subcommand imports only what it runs
@@ -257,7 +262,7 @@ def cmd_stop(args) -> int:
     return 0 if ok else 1
 
 
-def _stop_orphans(args) -> int:
+def _stop_orphans(args: argparse.Namespace) -> int:
     """List the orphans, and kill all of them or exactly the pids asked for (never by pattern)."""
     from backend import orphans  # start-up: a subcommand imports only what it runs
     from backend.gpu import GpuMonitor
@@ -295,7 +300,7 @@ def _stop_orphans(args) -> int:
     return 0 if done.ok else 1
 
 
-def _sleep_wake(args, action: str) -> int:
+def _sleep_wake(args: argparse.Namespace, action: str) -> int:
     """sleep / wake: the supervisor does it (backend/sleep.py); this asks and prints its answer."""
     from backend import sleep  # start-up: a subcommand imports only what it runs
 
@@ -315,21 +320,21 @@ def _sleep_wake(args, action: str) -> int:
     return 0 if op.get("ok") else 1
 
 
-def cmd_sleep(args) -> int:
+def cmd_sleep(args: argparse.Namespace) -> int:
     return _sleep_wake(args, "sleep")
 
 
-def cmd_wake(args) -> int:
+def cmd_wake(args: argparse.Namespace) -> int:
     return _sleep_wake(args, "wake")
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: argparse.Namespace) -> int:
     from backend.report import run_report  # start-up: a subcommand imports only what it runs
 
     return run_report(load_settings(args), as_json=args.json, out=args.out, redact=not args.no_redact)
 
 
-def attempt_log(n: int, data: dict | None = None) -> tuple[str | None, str]:
+def attempt_log(n: int, data: dict[str, Any] | None = None) -> tuple[str | None, str]:
     """The log of attempt `n` (1 = the first launch) of the current (or last) supervisor: (path, why not)."""
     data = data if data is not None else (statefile.read() or {})
     if n == data.get("attempt"):
@@ -341,11 +346,12 @@ def attempt_log(n: int, data: dict | None = None) -> tuple[str | None, str]:
     hits = sorted(statefile.logs_dir().glob(f"vllm-*-{pid}-{n - 1}.log")) if isinstance(pid, int) else []
     if hits:
         return str(hits[-1]), ""
-    known = sorted({r.get("attempt") for r in data.get("attempts") or []} | {data.get("attempt")} - {None})
+    known = sorted({int(a) for a in [*(r.get("attempt") for r in data.get("attempts") or []), data.get("attempt")]
+                    if isinstance(a, int)})
     return None, f"no log for attempt {n}" + (f" (attempts: {', '.join(map(str, known))})" if known else "")
 
 
-def cmd_logs(args) -> int:
+def cmd_logs(args: argparse.Namespace) -> int:
     data, problem = statefile.read_checked()
     if problem:
         _err(f"untrusted state file {statefile.state_path()}: {problem}")
@@ -383,7 +389,7 @@ def cmd_logs(args) -> int:
     return 0
 
 
-def cmd_systemd_unit(args) -> int:
+def cmd_systemd_unit(args: argparse.Namespace) -> int:
     from backend.supervisor_client import without_key  # start-up: a subcommand imports only what it runs
 
     options, key = without_key(global_argv(args))
@@ -416,7 +422,7 @@ WantedBy=default.target""")
 
 
 # -- plan / parse-log / chat ----------------------------------------------------------------------
-def cmd_plan(args) -> int:
+def cmd_plan(args: argparse.Namespace) -> int:
     from backend.ledger.cli import run_plan  # start-up: a subcommand imports only what it runs
 
     settings = load_settings(args)
@@ -425,7 +431,7 @@ def cmd_plan(args) -> int:
     return run_plan(settings, args.json)
 
 
-def cmd_parse_log(args) -> int:
+def cmd_parse_log(args: argparse.Namespace) -> int:
     from backend.logparse.cli import run_parse_log  # start-up: a subcommand imports only what it runs
 
     path = args.file
@@ -442,13 +448,13 @@ def cmd_parse_log(args) -> int:
     return run_parse_log(path, args.json)
 
 
-def cmd_doctor(args) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     from backend.doctor import run_doctor  # start-up: a subcommand imports only what it runs
 
     return run_doctor(load_settings(args), args.json)
 
 
-def cmd_chat(args) -> int:
+def cmd_chat(args: argparse.Namespace) -> int:
     from backend.chat import ChatError, ChatResult, stream_chat  # start-up: a subcommand imports only what it runs
     from backend.conversation import Conversation
 
@@ -490,7 +496,7 @@ def cmd_chat(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
+def cmd_bench(args: argparse.Namespace) -> int:
     from backend.loadtest import BenchConfig, run_cli  # start-up: a subcommand imports only what it runs
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,

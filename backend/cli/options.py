@@ -4,19 +4,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from backend.settings import Settings, load
 
 
 def global_options(p: argparse.ArgumentParser, sub: bool) -> None:
-    kw = {"default": argparse.SUPPRESS} if sub else {}
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
     p.add_argument("--config", metavar="PATH", help="settings file (default: $QWEN_TUI_CONFIG, "
                    "./config.toml, then the XDG config dir)", **kw)
     p.add_argument("--demo", action="store_true", help="serve the built-in tiny model on vLLM's CPU "
                    "build (no GPU, no download)", **kw)
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", dest="overrides",
-                   help="override a setting for this run (repeatable)", **({"default": argparse.SUPPRESS}
-                                                                           if sub else {"default": []}))
+                   help="override a setting for this run (repeatable)", **(kw or {"default": []}))
 
 
 def load_settings(args: argparse.Namespace) -> Settings:

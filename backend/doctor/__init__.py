@@ -22,8 +22,6 @@ from backend.doctor.context import (
     Check,
     Context,
     Env,
-    listening_pids,
-    probe_bind,
     scan_processes,
     server_status,
     site_dirs,
@@ -48,6 +46,7 @@ from backend.doctor.host_checks import (
     hf_cache_root,
 )
 from backend.doctor.key_checks import check_security
+from backend.ports import listening_pids, probe_bind
 from backend.settings import Settings
 
 __all__ = [

@@ -7,6 +7,7 @@ import ctypes
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,14 +48,14 @@ class Check:
 
 
 # -- the outside world, replaceable in tests -----------------------------------------------------
-def scan_processes(settings: Settings, monitor: Any) -> list:
+def scan_processes(settings: Settings, monitor: Any) -> list[Any]:
     """vLLM and GPU processes the supervised server does not own (backend.orphans)."""
     from backend import orphans  # only for this check: `doctor` runs each check on its own
 
     return orphans.scan(settings.env, monitor=monitor).processes
 
 
-def server_status() -> dict[str, Any]:
+def server_status() -> Mapping[str, Any]:
     from backend import supervisor_client  # only for this check: `doctor` runs each check on its own
 
     return supervisor_client.status()
@@ -85,8 +86,8 @@ class Env:
     shm_path: str = "/dev/shm"
     bind: Callable[[str, int], OSError | None] = probe_bind
     port_holders: Callable[[int], list[tuple[int, str]]] = listening_pids
-    server_status: Callable[[], dict[str, Any]] = server_status
-    processes: Callable[[Settings, Any], list] = scan_processes
+    server_status: Callable[[], Mapping[str, Any]] = server_status
+    processes: Callable[[Settings, Any], list[Any]] = scan_processes
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     home: Path = field(default_factory=Path.home)
 
@@ -144,7 +145,7 @@ class Context:
         return None
 
     @cached_property
-    def visible(self) -> list:
+    def visible(self) -> list[Any]:
         """The monitor's GPUs that CUDA_VISIBLE_DEVICES lets vLLM see, in CUDA order."""
         gpus = list(self.monitor.gpus) if self.gpu_skip() is None else []
         raw = self.server_env.get("CUDA_VISIBLE_DEVICES")
@@ -160,7 +161,7 @@ class Context:
         return out
 
     @property
-    def used(self) -> list:
+    def used(self) -> list[Any]:
         return self.visible[: self.world]
 
     @cached_property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 from pathlib import Path
+from typing import Any
 
 from backend.doctor.context import SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, GiB, MiB, gb, gib, plural
 from backend.status import FAILING, HAS_PROCESS, in_group
@@ -20,7 +21,9 @@ def check_shm(ctx: Context) -> Check:
             return Check("shm", "skip", f"cannot read {path} ({e.strerror or e}); one process group needs little")
         return Check("shm", "warn", f"cannot read {path} ({e.strerror or e}); NCCL needs shared memory", SHM_FIX)
     total, free = st.f_frsize * st.f_blocks, st.f_frsize * st.f_bavail
-    fmt = lambda b: f"{b / MiB:.0f} MiB" if b < GiB else gib(b)  # noqa: E731
+    def fmt(b: float) -> str:
+        return f"{b / MiB:.0f} MiB" if b < GiB else gib(b)
+
     msg = f"{path}: {fmt(total)}, {fmt(free)} free"
     why = f"; vLLM/NCCL with {ctx.world} GPU processes need shared memory" if multi else ""
     if total <= SHM_FAIL:
@@ -87,7 +90,7 @@ def _snapshot(repo_dir: Path) -> Path | None:
 NO_FILE_FORMATS = {"dummy", "runai_streamer", "runai_streamer_sharded", "tensorizer"}
 
 
-def load_format(settings_server: dict, extra_args: list[str]) -> str:
+def load_format(settings_server: dict[str, Any], extra_args: list[str]) -> str:
     """The --load-format vLLM will use: server.load_format, or one passed in extra_args (last wins)."""
     fmt = str(settings_server.get("load_format") or "auto")
     for i, arg in enumerate(extra_args):

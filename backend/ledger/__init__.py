@@ -13,6 +13,8 @@ Public API:
 backend/ must not import textual; nothing here does.
 """
 
+from typing import Any
+
 from backend.ledger.adapter import (
     LedgerInputError,
     cards_from,
@@ -44,7 +46,7 @@ __all__ = [
 ]
 
 
-def run_plan(settings, as_json, out=None, gpus=None):  # noqa: D103 - see cli.run_plan
+def run_plan(settings: Any, as_json: bool, out: Any = None, gpus: Any = None) -> int:  # see cli.run_plan
     import sys  # `python -m backend.ledger` only
 
     from backend.ledger.cli import run_plan as _run  # `python -m backend.ledger` only

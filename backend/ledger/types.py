@@ -120,7 +120,9 @@ class Ledger:
                 + (self.cuda_graph_bytes if self.cuda_graphs_subtracted else 0) + self.cpu_baseline_bytes)
 
     def to_dict(self) -> dict[str, Any]:
-        g = lambda b: round(b / GiB, 3)  # noqa: E731
+        def g(b: float) -> float:
+            return round(b / GiB, 3)
+
         return {
             "model": self.model, "model_source": self.model_source,
             "weights_source": self.weights_source, "device": self.device, "vllm": self.vllm,

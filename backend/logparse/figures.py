@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from backend.logparse import patterns
+from backend.logparse.events import Event
 from backend.logparse.handler import ParseState
 
 _INT_INFO = frozenset(("port", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size",
@@ -36,7 +37,7 @@ def _info(p: ParseState, key: str, raw: str | None) -> None:
         pass
 
 
-def _kv_tokens(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _kv_tokens(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.KV_TOKENS.search(msg)
     if m:
         # TP=N may print one line per worker: the engine allocates the smallest (the cache is unified)
@@ -48,7 +49,7 @@ def _kv_tokens(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         _concurrency(p, msg, rank, t, ev)
 
 
-def _concurrency(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _concurrency(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.CONCURRENCY.search(msg)
     if m:
         x, tokens = float(m.group(2)), int(m.group(1).replace(",", ""))
@@ -60,7 +61,7 @@ def _concurrency(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("kv_cache", t, ev)
 
 
-def _num_gpu_blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _num_gpu_blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """`num_gpu_blocks is: N`: the blocks the engine allocates (the minimum over the workers)."""
     m = patterns.NUM_GPU_BLOCKS.search(msg)
     if m:
@@ -72,7 +73,7 @@ def _num_gpu_blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> Non
         p.to_phase("kv_cache", t, ev)
 
 
-def _avail_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _avail_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.AVAIL_KV.search(msg)
     if m:
         p.set_rank_figure("kv_cache_gib", float(m.group(1)), rank, ev)
@@ -80,7 +81,7 @@ def _avail_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("kv_cache", t, ev)
 
 
-def _blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.BLOCKS.search(msg)
     if not m:
         return
@@ -95,7 +96,7 @@ def _blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
     p.to_phase("kv_cache", t, ev)
 
 
-def _memprof64(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _memprof64(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.MEMPROF64.search(msg)
     if m:
         p.record_figure("total_gpu_gib", float(m.group(1)), None, ev)
@@ -106,14 +107,14 @@ def _memprof64(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("kv_cache", t, ev)
 
 
-def _memprof_total(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _memprof_total(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.MEMPROF_TOTAL.search(msg)
     if m:
         p.record_figure("total_gpu_gib", float(m.group(1)), None, ev)
         _info(p, "gpu_memory_utilization", m.group(2))
 
 
-def _memprof_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _memprof_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """V0 0.6.6-0.10: `model weights take 7.51GiB; non_torch_memory takes 0.14GiB; PyTorch activation peak
     memory takes 1.25GiB; the rest of the memory reserved for KV Cache is 10.11GiB.` (once per worker)."""
     m = patterns.MEMPROF_KV.search(msg)
@@ -131,7 +132,7 @@ def _memprof_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("kv_cache", t, ev)
 
 
-def _cpu_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _cpu_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.CPU_KV.search(msg)
     if m:
         p.set_rank_figure("kv_cache_gib", float(m.group(1)), rank, ev)
@@ -139,7 +140,7 @@ def _cpu_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("kv_cache", t, ev)
 
 
-def _weights(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _weights(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.WEIGHTS.search(msg)
     if m:
         p.set_rank_figure("weights_gib", float(m.group(1)), rank, ev)
@@ -148,7 +149,7 @@ def _weights(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("profiling", t, ev)
 
 
-def _weights_old(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _weights_old(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.WEIGHTS_OLD.search(msg)
     if m:
         p.set_rank_figure("weights_gib", float(m.group(1)), rank, ev)
@@ -156,7 +157,7 @@ def _weights_old(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("profiling", t, ev)
 
 
-def _load_read(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _load_read(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.LOAD_READ.search(msg)
     if m:
         secs = float(m.group(1))
@@ -167,7 +168,7 @@ def _load_read(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("loading_weights", t, ev)
 
 
-def _shards(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _shards(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.SHARDS.search(msg)
     if m:
         p.record_figure("shards_loaded", int(m.group(2)), None, ev)
@@ -175,11 +176,11 @@ def _shards(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.to_phase("loading_weights", t, ev)
 
 
-def _start_load(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _start_load(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     p.to_phase("loading_weights", t, ev)
 
 
-def _graph_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _graph_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.GRAPH_DONE.search(msg)
     if m:
         p.to_phase("cuda_graphs", t, ev)
@@ -188,7 +189,7 @@ def _graph_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
             p.set_rank_figure("cuda_graph_gib", float(m.group(2)), rank, ev)
 
 
-def _capturing(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _capturing(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     p.to_phase("cuda_graphs", t, ev)
     if "|" in msg:
         m = patterns.GRAPH_BAR.search(msg)
@@ -198,56 +199,56 @@ def _capturing(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
             p.record_figure("cuda_graph_count", sum(bars.values()), None, ev)
 
 
-def _graph_est(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _graph_est(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.GRAPH_EST.search(msg)
     if m:
         p.record_figure("cuda_graph_estimate_gib", float(m.group(1)), None, ev)
 
 
-def _init_engine(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _init_engine(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.INIT_ENGINE.search(msg)
     if m:
         p.record_figure("init_engine_seconds", float(m.group(1)), None, ev)
 
 
-def _compile_total(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _compile_total(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.COMPILE_TOTAL.search(msg)
     if m:
         p.set_rank_figure("compile_seconds", float(m.group(1)), rank, ev)
         p.to_phase("profiling", t, ev)
 
 
-def _dynamo(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _dynamo(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.DYNAMO.search(msg)
     if m:
         p.set_rank_figure("dynamo_seconds", float(m.group(1)), rank, ev)
         p.to_phase("profiling", t, ev)
 
 
-def _warming_up(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _warming_up(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if p.weights_done or p.phase == "loading_weights":
         p.to_phase("profiling", t, ev)
 
 
-def _ready(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _ready(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if msg.startswith("Application startup complete"):
         p.to_phase("ready", t, ev)
 
 
-def _listen(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _listen(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.LISTEN.search(msg)
     if m:
         p.record_figure("listen_url", m.group(1).rstrip(".,"), None, ev)
 
 
-def _uvicorn_run(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _uvicorn_run(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.UVICORN_RUN.search(msg)
     if m:
         url = m.group(1) or f"http://{m.group(2) or '0.0.0.0'}:{m.group(3)}"
         p.record_figure("listen_url", url, None, ev)
 
 
-def _engine_init(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _engine_init(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.ENGINE_INIT.search(msg)
     if not m:
         return
@@ -263,7 +264,7 @@ def _engine_init(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
         p.record_figure("model", p.info["model"], None, ev)
 
 
-def _version(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _version(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.VERSION_API.search(msg)
     if m:
         p.set_version(m.group(1), ev)
@@ -274,7 +275,7 @@ def _version(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
             p.set_version(m.group(1), ev)
 
 
-def _logo_model(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _logo_model(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if "\u2588" in msg:
         m = patterns.MODEL_LOGO.search(msg)
         if m:
@@ -282,13 +283,13 @@ def _logo_model(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
             p.record_figure("model", m.group(1), None, ev)
 
 
-def _args(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _args(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     for m in patterns.ARG.finditer(msg):
         raw = m.group(2) if m.group(2) is not None else (m.group(3) if m.group(3) is not None else m.group(4))
         _info(p, m.group(1), raw)
 
 
-def cmdline(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def cmdline(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """A pasted shell command line: `vllm serve MODEL --max-model-len 60000 ...`."""
     for m in patterns.CMD_FLAG.finditer(msg):
         key = m.group(1).replace("-", "_")
@@ -296,34 +297,34 @@ def cmdline(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
             _info(p, key, m.group(2))
 
 
-def _maxlen(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _maxlen(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.MAXLEN.search(msg)
     if m:
         p.info["max_model_len"] = int(m.group(1))
         p.record_figure("max_model_len", int(m.group(1)), None, ev)
 
 
-def _batched(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _batched(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.BATCHED.search(msg)
     if m:
         p.record_figure("max_num_batched_tokens", int(m.group(1)), None, ev)
 
 
-def _architecture(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _architecture(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.ARCH.search(msg)
     if m:
         p.record_figure("architecture", m.group(1), None, ev)
 
 
-def _ray(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _ray(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     p.record_figure("executor", "ray", None, ev)
 
 
-def _wsl(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _wsl(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     p.record_figure("wsl", True, None, ev)
 
 
-def _stats(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _stats(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.STATS.search(msg)
     if m:
         p.record_figure("prompt_throughput", float(m.group(1)), None, ev)
@@ -334,25 +335,25 @@ def _stats(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
             p.record_figure("kv_cache_usage_pct", float(m.group(5)), None, ev)
 
 
-def _shutting_down(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _shutting_down(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if msg.startswith("Shutting down") and p.was_ready:
         p.stopping = True
 
 
-def _signal_stop(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _signal_stop(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """0.2x: `[shutdown] EngineCore: trigger received signal=SIGTERM`: a stop was asked for, so the
     EngineDeadError the API server logs while it tears down is no failure."""
     if "signal=SIGTERM" in msg or "signal=SIGINT" in msg:
         p.stopping = True
 
 
-def _shutdown_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list) -> None:
+def _shutdown_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if msg.startswith("Application shutdown complete") and p.phase != "failed":
         p.stopping = True
         p.to_phase("stopped", t, ev)
 
 
-Handler = Callable[[ParseState, str, Any, Any, list], None]
+Handler = Callable[[ParseState, str, Any, Any, list[Any]], None]
 
 FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("KV cache size: ", _kv_tokens),

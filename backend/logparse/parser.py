@@ -68,8 +68,8 @@ class LogParser:
         self.frames: deque[str] = deque(maxlen=48)
         self.recent: deque[str] = deque(maxlen=6)
         self._tb_procs: set[Any] = set()
-        self._rank_cache: dict[tuple, int | None] = {}
-        self._worker_order: dict[tuple, int] = {}
+        self._rank_cache: dict[tuple[Any, ...], int | None] = {}
+        self._worker_order: dict[tuple[Any, ...], int] = {}
         self._ts_key: str | None = None
         self._ts_val: float | None = None
         self._last_t: float | None = None
@@ -77,8 +77,8 @@ class LogParser:
         self.last_progress = "starting"          # the last startup phase reached (kept once failed)
         self.kv_token_lines: list[int] = []     # every "KV cache size" line (one per worker with TP>1)
         self.graph_bars: dict[str, int] = {}    # CUDA-graph capture bar -> graphs captured
-        self._code: dict[Any, tuple] = {}        # process -> (lines since its last frame, open brackets)
-        self._cont: tuple | None = None          # (handler, text, process, lines): a message that may wrap
+        self._code: dict[Any, tuple[Any, ...]] = {}        # process -> (lines since its last frame, open brackets)
+        self._cont: tuple[Any, ...] | None = None          # (handler, text, process, lines): a message that may wrap
         self._tail_exc: str | None = None        # the exception line that ended the last traceback
 
     # -- public API ---------------------------------------------------------------------------------
@@ -532,7 +532,7 @@ class LogParser:
         self._ts_key, self._ts_val = key, val
         return val
 
-    def _rank(self, proc: tuple) -> int | None:
+    def _rank(self, proc: tuple[Any, ...]) -> int | None:
         r = self._rank_cache.get(proc, _MISSING)
         if r is not _MISSING:
             return r  # type: ignore[return-value]
