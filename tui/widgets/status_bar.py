@@ -4,6 +4,7 @@ restart waiting for the old server to exit."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -20,9 +21,10 @@ def _uptime(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def progress_text(state: ServerStatus, parsed: dict[str, Any]) -> str:
+def progress_text(state: ServerStatus | Mapping[str, Any], parsed: dict[str, Any]) -> str:
     """While starting: phase · elapsed / expected (the last start of the same settings);
-    while stopping: the countdown to SIGKILL."""
+    while stopping: the countdown to SIGKILL. (A status dict is read with ServerStatus.from_dict.)"""
+    state = ServerStatus.from_dict(state)
     if state.state is ServerState.STARTING:
         up = state.uptime_s
         out = f"phase {parsed.get('phase') or 'starting'}"
@@ -45,8 +47,9 @@ class StatusBar(Static):
     last_text = ""
     _shown: Text | None = None
 
-    def show(self, state: ServerStatus, endpoint: str, model: str, parsed: dict[str, Any] | None = None,
-             pending: str = "") -> None:
+    def show(self, state: ServerStatus | Mapping[str, Any], endpoint: str, model: str,
+             parsed: dict[str, Any] | None = None, pending: str = "") -> None:
+        state = ServerStatus.from_dict(state)
         name = state.state
         text = Text()
         colour = STATE_COLOUR.get(name, "")
