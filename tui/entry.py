@@ -8,7 +8,7 @@ import sys
 def run_console(args) -> int:
     # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import load_settings
-    from backend.cli.commands import global_argv
+    from backend.cli.options import global_argv
     from backend.gpu import GpuMonitor
     from backend.supervisor_client import ServerClient
     from tui.app import make_app, start_exit_watchdog

@@ -142,3 +142,21 @@ class ReportReady(Message):
     redactions: str = ""
     error: str | None = None
 
+
+@dataclass
+class PullStarted(Message):
+    """A `qwen-tui pull` process was started (its pid and log), or why not."""
+
+    pid: int | None
+    log: str | None
+    error: str | None = None
+
+
+@dataclass
+class PullPolled(Message):
+    """The pull's state file (backend/pull/state.py), whether its process is that pull and alive, and
+    why the file was not believed."""
+
+    state: dict[str, Any] | None
+    alive: bool
+    why: str | None = None

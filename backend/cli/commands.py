@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend import statefile
-from backend.cli.options import load_settings
+from backend.cli.options import global_argv, load_settings
 from backend.launch import Launch, build_launch
 from backend.settings import Settings
 from backend.status import HEALTHY, IDLE, ServerState
@@ -71,17 +71,6 @@ def cmd_gen_key(args: argparse.Namespace) -> int:
 
 
 # -- serve / stop / status / logs ---------------------------------------------------------------
-def global_argv(args: argparse.Namespace) -> list[str]:
-    out = []
-    if args.config:
-        out += ["--config", str(Path(args.config).resolve())]
-    if args.demo:
-        out.append("--demo")
-    for o in args.overrides or []:
-        out += ["--set", o]
-    return out
-
-
 def _orphans(settings: Settings) -> OrphanScan:
     from backend import orphans  # start-up: a subcommand imports only what it runs
 
@@ -504,6 +493,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_cli(load_settings(args), cfg, args.json)
 
 
+def cmd_pull(args: argparse.Namespace) -> int:
+    from backend.pull.cli import cmd_pull as run  # start-up: a subcommand imports only what it runs
+
+    return run(args)
+
+
+def _pull_args(p: argparse.ArgumentParser) -> None:
+    from backend.pull.cli import add_args  # start-up: a subcommand imports only what it runs
+
+    add_args(p)
+
+
 def _no_args(p: argparse.ArgumentParser) -> None:
     pass
 
@@ -605,5 +606,7 @@ COMMANDS = {
               _sleep_args),
     "wake": (cmd_wake, "bring a sleeping server back to READY", _json_arg),
     "report": (cmd_report, "a paste-ready triage report (Markdown), redacted", _report_args),
+    "pull": (cmd_pull, "download a model repo (Hugging Face, a mirror, ModelScope) with progress, resume and "
+             "verification", _pull_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
 }

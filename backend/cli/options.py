@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from backend.settings import Settings, load
@@ -21,3 +22,15 @@ def global_options(p: argparse.ArgumentParser, sub: bool) -> None:
 
 def load_settings(args: argparse.Namespace) -> Settings:
     return load(config=args.config, demo=args.demo, overrides=args.overrides)
+
+
+def global_argv(args: argparse.Namespace) -> list[str]:
+    """The global options as argv, for a child process that must load the same settings."""
+    out: list[str] = []
+    if args.config:
+        out += ["--config", str(Path(args.config).resolve())]
+    if args.demo:
+        out.append("--demo")
+    for o in args.overrides or []:
+        out += ["--set", o]
+    return out
