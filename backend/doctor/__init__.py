@@ -43,9 +43,9 @@ from backend.doctor.host_checks import (
     check_server,
     check_shm,
     folder_problems,
-    hf_cache_root,
 )
 from backend.doctor.key_checks import check_security
+from backend.hf_cache import hf_cache_root
 from backend.ports import listening_pids, probe_bind
 from backend.settings import Settings
 

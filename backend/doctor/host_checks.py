@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.doctor.context import SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, GiB, MiB, gb, gib, plural
+from backend.hf_cache import hf_cache_root
+from backend.hf_cache import snapshot as _snapshot
 from backend.status import FAILING, HAS_PROCESS, in_group
 
 
@@ -61,30 +63,6 @@ def check_port(ctx: Context) -> Check:
 
 
 # -- 10/11. model files and disk ---------------------------------------------------------------------
-def hf_cache_root(download_dir: str | None, env: dict[str, str], home: Path) -> Path:
-    """Where vLLM looks for (and downloads) a repo id: --download-dir, else huggingface_hub's cache."""
-    if download_dir:
-        return Path(download_dir).expanduser()
-    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if env.get(key):
-            return Path(env[key]).expanduser()
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    xdg = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else home / ".cache"
-    return xdg / "huggingface" / "hub"
-
-
-def _snapshot(repo_dir: Path) -> Path | None:
-    try:
-        ref = (repo_dir / "refs" / "main").read_text(encoding="ascii").strip()
-        if (repo_dir / "snapshots" / ref).is_dir():
-            return repo_dir / "snapshots" / ref
-    except OSError:
-        pass
-    snaps = [s for s in (repo_dir / "snapshots").glob("*") if s.is_dir()]
-    return max(snaps, key=lambda s: s.stat().st_mtime) if snaps else None
-
-
 # vLLM --load-format values that read no weight files from the model folder: `dummy` makes random
 # weights (vllm/model_executor/model_loader/dummy_loader.py); the others stream from elsewhere.
 NO_FILE_FORMATS = {"dummy", "runai_streamer", "runai_streamer_sharded", "tensorizer"}

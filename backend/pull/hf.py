@@ -113,7 +113,7 @@ class HfSource:
     name = "hf"
 
     def __init__(self, endpoint: str | None = None, token: str | None = None) -> None:
-        from huggingface_hub import constants
+        from huggingface_hub import constants  # only when a pull runs: the hub clients are slow to import
 
         # http_get reads the stream in DOWNLOAD_CHUNK_SIZE pieces (10 MB): progress, a cancel and the
         # bytes on disk for a resume would move in 10 MB steps (lost on a kill, per file in flight)

@@ -266,9 +266,11 @@ class Pull:
 def not_downloaded(settings) -> str | None:
     """When server.model is a repo id that neither vLLM's cache nor `qwen-tui pull` has: a one-line
     note for the start (vLLM would download it itself, with no progress the console can show)."""
-    import os
+    import os  # only when a pull runs: the hub clients are slow to import
 
-    from backend.doctor.host_checks import _snapshot, hf_cache_root
+    # only when a pull runs: the hub clients are slow to import
+    from backend.hf_cache import hf_cache_root
+    from backend.hf_cache import snapshot as _snapshot
 
     model = str(settings.server.get("model") or "")
     if not model or check_repo_id(model) or Path(model).expanduser().exists():

@@ -127,6 +127,7 @@ class ServerActions:
 
     def _go(self, action: str) -> None:
         if action in ("start", "restart"):
+            # start-up: loaded on first use, not before the console's first frame
             from backend.pull.run import not_downloaded
 
             note = not_downloaded(self.app.settings)  # a repo id vLLM would fetch itself, slowly and silently
