@@ -24,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from backend import apikey, paths
+from backend import apikey, paths, profile_overlays
 from backend import demo as demo_settings  # the name `demo` is load()'s flag
 from backend.errors import ConfigError
 
@@ -154,6 +154,8 @@ class Settings:
     source: Path | None = None
     demo: bool = False
     overrides: list[str] = field(default_factory=list)
+    profile: str | None = None  # the active workload profile ([profiles.NAME] over [server])
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # every known profile
 
     @property
     def env(self) -> dict[str, str]:
@@ -190,7 +192,8 @@ class Settings:
         if server.get("api_key"):
             server["api_key"] = "<hidden>"
         return {"server": server, "console": dict(self.console),
-                "planner": dict(self.planner), "chat": dict(self.chat), "demo": self.demo}
+                "planner": dict(self.planner), "chat": dict(self.chat), "demo": self.demo,
+                "profile": self.profile}
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:
@@ -281,6 +284,15 @@ def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, te
         at = f"{where}:{locate(text, section) or 1}"
         if not isinstance(table, dict):
             raise ConfigError(f"{at}: '{section}' must be a table like [{section}]")
+        if section == "profiles":  # [profiles.NAME]: overlays of [server] keys (backend/profiles.py)
+
+            for name, overlay in table.items():
+                try:
+                    base.setdefault("profiles", {}).update(check_profiles({name: overlay}))
+                except ConfigError as e:
+                    line = locate(text, f"profiles.{name}") or locate(text, section)
+                    raise ConfigError(f"{where}:{line or 1}: {e}") from None
+            continue
         if section not in SCHEMA:
             raise ConfigError(f"{at}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
         for key, value in table.items():
@@ -368,6 +380,33 @@ def read_toml(path: Path) -> dict[str, Any]:
     return read_toml_text(path)[0]
 
 
+def check_profiles(table: Any, where: str = "") -> dict[str, dict[str, Any]]:
+    """The file's [profiles] table validated: {name: {server key: value, description?}}.
+    Raises ConfigError naming the profile and key."""
+    at = f"{where}: " if where else ""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{at}'profiles' must be tables like [profiles.chat]")
+    out: dict[str, dict[str, Any]] = {}
+    for name, overlay in table.items():
+        if not profile_overlays.NAME.match(str(name)):
+            raise ConfigError(f"{at}profile name {name!r}: letters, digits, _ and - only")
+        if not isinstance(overlay, dict):
+            raise ConfigError(f"{at}profiles.{name} must be a table like [profiles.{name}] of [server] keys")
+        clean: dict[str, Any] = {}
+        for key, value in overlay.items():
+            if key == "description":
+                if not isinstance(value, str):
+                    raise ConfigError(f"{at}profiles.{name}.description must be a string")
+                clean[key] = value
+                continue
+            try:
+                clean[key] = check_value("server", key, value)
+            except ConfigError as e:
+                raise ConfigError(f"{at}profiles.{name}: {e}") from None
+        out[str(name)] = clean
+    return out
+
+
 def apply_demo(values: dict[str, dict[str, Any]]) -> None:
     """--demo: the server settings are the demo's (backend/demo.py) over the defaults, whatever the
     file says; the planner plans for the CPU, chat replies are short; console settings are kept."""
@@ -376,15 +415,22 @@ def apply_demo(values: dict[str, dict[str, Any]]) -> None:
     values["chat"].update(demo_settings.CHAT_OVERLAY)
 
 
-def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None) -> Settings:
-    """Build the settings for one run. Raises ConfigError with a message fit for the user."""
+def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None,
+         profile: str | None = None) -> Settings:
+    """Build the settings for one run. Raises ConfigError with a message fit for the user.
+    Precedence: defaults < the file < --demo < the profile ([profiles.NAME]) < --set."""
     values = defaults()
     path = find_config(config)
     if path is not None:
         data, text = read_toml_text(path)
         _merge(values, data, str(path), text)
+    known = profile_overlays.merged(values.pop("profiles", None))
     if demo:
         apply_demo(values)
+    if profile:
+        if profile not in known:
+            raise ConfigError(f"--profile {profile}: {profile_overlays.unknown(profile, known)}")
+        profile_overlays.apply(values["server"], known[profile])
     for text in overrides or []:
         section, key, value = parse_override(text)
         if key.startswith("env."):
@@ -400,7 +446,7 @@ def load(config: str | None = None, demo: bool = False, overrides: list[str] | N
             raise ConfigError(f"--set {text}: {e}") from None
     return Settings(server=values["server"], console=values["console"],
                     planner=values["planner"], chat=values["chat"], source=path, demo=demo,
-                    overrides=list(overrides or []))
+                    overrides=list(overrides or []), profile=profile or None, profiles=known)
 
 
 def save_setting(path: Path, section: str, key: str, value: Any) -> None:

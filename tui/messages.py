@@ -143,6 +143,38 @@ class ReportReady(Message):
     error: str | None = None
 
 
+class LedgerPreviewed(Message):
+    """The ledger for a value being typed in the settings editor (backend.ledger.preview.Preview)."""
+
+    def __init__(self, preview: Any, typed: str) -> None:
+        super().__init__()
+        self.preview, self.typed = preview, typed
+
+
+class ProfilesPlanned(Message):
+    """The ledger's verdict on every workload profile (backend.profiles.Verdict), or why not."""
+
+    def __init__(self, verdicts: list[Any], error: str | None = None) -> None:
+        super().__init__()
+        self.verdicts, self.error = verdicts, error
+
+
+class SweepEvent(Message):
+    """A concurrency sweep moved: a backend.sweep.LevelProgress, or a finished level's row (dict)."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self.event = event
+
+
+class SweepFinished(Message):
+    """A sweep ended: `result` is the `bench --sweep --json` object (saved), or `error` why it did not run."""
+
+    def __init__(self, result: dict | None, previous: dict | None = None, error: str | None = None) -> None:
+        super().__init__()
+        self.result, self.previous, self.error = result, previous, error
+
+
 @dataclass
 class PullStarted(Message):
     """A `qwen-tui pull` process was started (its pid and log), or why not."""

@@ -1,6 +1,6 @@
 """`qwen-tui` command line: the console with no subcommand, and a headless command per capability.
 
-Global options (--config, --demo, --set) go before the subcommand and are accepted after it too.
+Global options (--config, --demo, --profile, --set) go before the subcommand and are accepted after it too.
 Exit codes: 0 ok, 1 the thing asked about is not ok (not fitting, failed, not running), 2 bad input.
 """
 

@@ -16,12 +16,16 @@ def global_options(p: argparse.ArgumentParser, sub: bool) -> None:
                    "./config.toml, then the XDG config dir)", **kw)
     p.add_argument("--demo", action="store_true", help="serve the built-in tiny model on vLLM's CPU "
                    "build (no GPU, no download)", **kw)
+    p.add_argument("--profile", metavar="NAME", help="workload profile: [profiles.NAME] of config.toml over "
+                   "[server] (built in: chat 8K/8 seqs, long 32K/2, batch 4K/32; `qwen-tui profiles` lists them)",
+                   **kw)
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", dest="overrides",
                    help="override a setting for this run (repeatable)", **(kw or {"default": []}))
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
-    return load(config=args.config, demo=args.demo, overrides=args.overrides)
+    return load(config=args.config, demo=args.demo, overrides=args.overrides,
+                profile=getattr(args, "profile", None))
 
 
 def global_argv(args: argparse.Namespace) -> list[str]:
@@ -31,6 +35,8 @@ def global_argv(args: argparse.Namespace) -> list[str]:
         out += ["--config", str(Path(args.config).resolve())]
     if args.demo:
         out.append("--demo")
+    if getattr(args, "profile", None):
+        out += ["--profile", args.profile]
     for o in args.overrides or []:
         out += ["--set", o]
     return out

@@ -24,6 +24,7 @@ class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("plus", "more", "Double concurrency", id="more"),
                 Binding("minus", "fewer", "Halve concurrency", id="fewer"),
+                Binding("w", "sweep", "Concurrency sweep", id="sweep"),
                 Binding("escape", "close", "Stop and close", id="close")]
 
     def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
@@ -41,7 +42,8 @@ class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
             yield Label("", id="config")
             yield ProgressBar(id="progress", show_eta=False)
             yield Static("", id="results")
-            yield Label("r: run again   +/-: double/halve concurrency   esc: stop and close", id="keys")
+            yield Label("r: run again   +/-: double/halve concurrency   w: sweep 1,4,8,16,32   esc: stop and close",
+                        id="keys")
 
     def on_mount(self) -> None:
         self.start()
@@ -112,6 +114,15 @@ class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
 
     def action_fewer(self) -> None:
         self._scale(0.5)
+
+    def action_sweep(self) -> None:
+        """The concurrency sweep in its own dialog, in place of this one (a run going is stopped)."""
+        from tui.screens.sweep import SweepScreen  # start-up: loaded on first use, not before the console's first frame
+
+        self.workers.cancel_group(self, "bench")
+        status, plan, app = self.status, self.plan, self.app
+        self.dismiss(None)
+        app.push_screen(SweepScreen(status, plan))
 
     def action_close(self) -> None:
         self.workers.cancel_group(self, "bench")  # closes the streams: the server aborts them

@@ -48,7 +48,7 @@ class StatusBar(Static):
     _shown: Text | None = None
 
     def show(self, state: ServerStatus | Mapping[str, Any], endpoint: str, model: str,
-             parsed: dict[str, Any] | None = None, pending: str = "") -> None:
+             parsed: dict[str, Any] | None = None, pending: str = "", profile: str | None = None) -> None:
         state = ServerStatus.from_dict(state)
         name = state.state
         text = Text()
@@ -60,6 +60,8 @@ class StatusBar(Static):
         if pending:
             text.append(f"  {pending}", style(self.app, "accent", "bold"))
         text.append(f"  {model}  {endpoint}")
+        if profile:
+            text.append(f"  profile {profile}", style(self.app, "accent"))
         if state.uptime_s is not None and name is ServerState.READY:
             text.append(f"  up {_uptime(state.uptime_s)}")
         if state.restarts:
