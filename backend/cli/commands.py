@@ -422,25 +422,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     """Every workload profile with the ledger's verdict on this box (no launch)."""
-    from backend.ledger.cli import detect_vllm_version, probe_gpus  # start-up: a subcommand imports only what it runs
-    from backend.profiles import overlay_text, verdicts
+    from backend.profiles import run_cli  # start-up: a subcommand imports only what it runs
 
-    settings = load_settings(args)
-    gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None
-    found = verdicts(settings, gpus, detect_vllm_version(settings))
-    if args.json:
-        _print_json({"active": settings.profile, "profiles": [v.to_dict() for v in found]})
-        return 0
-    for v in found:
-        mark = "*" if v.active else " "
-        print(f"{mark} {v.name:<10} {overlay_text(settings.profiles[v.name])}"
-              + (f"  ({v.description})" if v.description else ""))
-        print(f"    {v.summary()}" + (f"; largest max_model_len that fits {v.max_model_len_that_fits:,}"
-                                      if v.max_model_len_that_fits else ""))
-        for p in v.problems:
-            print(f"    [{p['severity']}] {p['message']}\n      fix: {p['fix']}")
-    print("\nuse one: qwen-tui --profile NAME <command> (or p in the console)")
-    return 0
+    return run_cli(load_settings(args), args.json)
 
 
 def cmd_parse_log(args: argparse.Namespace) -> int:
@@ -516,16 +500,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from backend import sweep  # start-up: a subcommand imports only what it runs
 
         try:
-            levels = sweep.parse_levels(args.sweep)
+            sweep_cfg = sweep.config_from_args(args)
         except BenchInputError as e:
             _err(str(e))
             return 2
-        def given(v: Any, d: Any) -> Any:
-            return d if v is None else v  # 0 is refused, not replaced
-
-        sweep_cfg = sweep.SweepConfig(levels, input_tokens=given(args.input_tokens, sweep.DEFAULT_INPUT_TOKENS),
-                                output_tokens=given(args.output_tokens, sweep.DEFAULT_OUTPUT_TOKENS),
-                                requests_per_level=args.requests_per_level)
         return sweep.run_cli(load_settings(args), sweep_cfg, args.json, csv_path=args.csv)
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
