@@ -28,6 +28,7 @@ from tui.messages import BudgetCounted, ChatDelta, ChatFinished, ChatRefused, Cl
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.reply import ReplyView
 from tui.widgets.transcript import Transcript
+from tui.worker_errors import WorkerErrorsToApp
 
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
 HELP = ("Ask the served model something. Every key here is text. enter: send · esc: stop the reply "
@@ -43,7 +44,7 @@ def _preload() -> None:
     warm_up()
 
 
-class ChatPane(Vertical):
+class ChatPane(WorkerErrorsToApp, Vertical):
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
     ChatPane #chat-log { height: 1fr; padding: 0 1; }
