@@ -36,7 +36,8 @@ class CodeBlock:
 def code_blocks(markdown: str) -> list[CodeBlock]:
     """The fenced code blocks of a Markdown text, in order (an unclosed last fence runs to the end)."""
     out: list[CodeBlock] = []
-    fence, lang, body = "", "", []
+    fence, lang = "", ""
+    body: list[str] = []
     for line in markdown.splitlines(keepends=True):
         m = _FENCE.match(line.rstrip("\n"))
         if not fence and m:

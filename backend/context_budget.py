@@ -92,7 +92,7 @@ async def max_model_len_from_models(client: httpx.AsyncClient, base_url: str, mo
         return None
     for card in cards:
         if isinstance(card, dict) and card.get("id") == model and isinstance(card.get("max_model_len"), int):
-            return card["max_model_len"]
+            return int(card["max_model_len"])
     return None
 
 

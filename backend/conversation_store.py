@@ -173,7 +173,8 @@ class Store:
             conv.created = float(rec.get("created") or conv.created)
             conv.updated = max(conv.updated, conv.created)
             conv.model = str(rec.get("model") or "")
-            conv.server = rec.get("server") if isinstance(rec.get("server"), dict) else {}
+            server = rec.get("server")
+            conv.server = server if isinstance(server, dict) else {}
             conv.params = ChatParams.from_dict(rec.get("params"), defaults)
         elif kind == "turn":
             role, content = rec["role"], rec["content"]

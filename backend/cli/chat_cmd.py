@@ -8,7 +8,11 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from backend.conversation_store import Store
+    from backend.settings import Settings
 
 
 def _err(msg: str) -> None:
@@ -23,7 +27,7 @@ def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
-def cmd_chat(args) -> int:
+def cmd_chat(args: argparse.Namespace) -> int:
     from backend.cli import load_settings
     from backend.conversation_store import Store, StoreError
 
@@ -53,16 +57,16 @@ def cmd_chat(args) -> int:
         return 1
 
 
-def _resolve(store, name: str) -> str:
+def _resolve(store: Store, name: str) -> str:
     from backend.conversation_store import StoreError
 
     conv_id = store.resolve(name)
     if conv_id is None:
         raise StoreError(f"no saved conversation {name!r} (qwen-tui chat --list shows them)")
-    return conv_id
+    return str(conv_id)
 
 
-def _list(store, as_json: bool) -> int:
+def _list(store: Store, as_json: bool) -> int:
     rows = store.list()
     if as_json:
         _print_json({"dir": str(store.root), "conversations": [s.as_dict() for s in rows]})
@@ -77,7 +81,7 @@ def _list(store, as_json: bool) -> int:
     return 0
 
 
-def _export(store, name: str, out: str | None) -> int:
+def _export(store: Store, name: str, out: str | None) -> int:
     from backend.conversation import to_markdown
 
     text = to_markdown(store.load(_resolve(store, name)))
@@ -95,7 +99,7 @@ def _export(store, name: str, out: str | None) -> int:
     return 0
 
 
-def _send(settings, store, args) -> int:
+def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     from backend.chat import ChatError, ChatResult, new_client, stream_chat
     from backend.context_budget import Budget, count, exchanges_to_drop, split_exchanges
     from backend.conversation import ChatParams, Conversation, figures_line, reply_figures
