@@ -67,7 +67,7 @@ def copy_local(text: str) -> str | None:
     """Put `text` on the local clipboard with pyperclip and read it back; None when confirmed,
     else why not. Blocking (pyperclip runs xclip, wl-copy or pbcopy): call it from a thread."""
     try:
-        import pyperclip
+        import pyperclip  # start-up: loaded on first use, not with the console
 
         pyperclip.copy(text)
         if pyperclip.paste() != text:

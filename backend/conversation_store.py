@@ -183,7 +183,7 @@ class Store:
             turn = {k: v for k, v in rec.items() if k not in ("type", "at")}
             conv.turns.append(turn)
             if role == "user" and not conv.title:
-                from backend.conversation import default_title
+                from backend.conversation import default_title  # start-up: loaded on first use, not with the console
 
                 conv.title = default_title(content)
         elif kind == "params":

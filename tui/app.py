@@ -97,7 +97,7 @@ class QwenApp(App):
 
     def get_system_commands(self, screen: Any):
         """The palette has the chat's commands too (they also have keys in the chat tab)."""
-        from textual.app import SystemCommand
+        from textual.app import SystemCommand  # start-up: loaded on first use, not with the console
 
         yield from super().get_system_commands(screen)
         if screen is self.main_screen:
@@ -109,9 +109,9 @@ class QwenApp(App):
                 yield SystemCommand(title, help_text, lambda a=action: self._chat_action(a))
 
     async def _chat_action(self, action: str) -> None:
-        from textual.widgets import TabbedContent
+        from textual.widgets import TabbedContent  # start-up: loaded on first use, not with the console
 
-        from tui.widgets.chat_pane import ChatPane
+        from tui.widgets.chat_pane import ChatPane  # start-up: loaded on first use, not with the console
 
         screen = self.main_screen
         if screen is None:

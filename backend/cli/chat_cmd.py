@@ -28,8 +28,8 @@ def _when(t: float) -> str:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from backend.cli import load_settings
-    from backend.conversation_store import Store, StoreError
+    from backend.cli.options import load_settings  # start-up: a subcommand imports only what it runs
+    from backend.conversation_store import Store, StoreError  # start-up: a subcommand imports only what it runs
 
     store = Store()
     try:
@@ -58,7 +58,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _resolve(store: Store, name: str) -> str:
-    from backend.conversation_store import StoreError
+    from backend.conversation_store import StoreError  # start-up: a subcommand imports only what it runs
 
     conv_id = store.resolve(name)
     if conv_id is None:
@@ -82,11 +82,11 @@ def _list(store: Store, as_json: bool) -> int:
 
 
 def _export(store: Store, name: str, out: str | None) -> int:
-    from backend.conversation import to_markdown
+    from backend.conversation import to_markdown  # start-up: a subcommand imports only what it runs
 
     text = to_markdown(store.load(_resolve(store, name)))
     if out and out != "-":
-        from pathlib import Path
+        from pathlib import Path  # start-up: a subcommand imports only what it runs
 
         try:
             Path(out).expanduser().write_text(text, encoding="utf-8")
@@ -100,10 +100,15 @@ def _export(store: Store, name: str, out: str | None) -> int:
 
 
 def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
+    # start-up: a subcommand imports only what it runs
     from backend.chat import ChatError, ChatResult, new_client, stream_chat
+
+    # start-up: a subcommand imports only what it runs
     from backend.context_budget import Budget, count, exchanges_to_drop, split_exchanges
+
+    # start-up: a subcommand imports only what it runs
     from backend.conversation import ChatParams, Conversation, figures_line, reply_figures
-    from backend.conversation_store import server_record
+    from backend.conversation_store import server_record  # start-up: a subcommand imports only what it runs
 
     prompt = " ".join(args.prompt) if args.prompt else sys.stdin.read()
     if not prompt.strip():
@@ -124,7 +129,7 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
 
     async def run() -> Budget:
         async with new_client(settings.api_key) as client:
-            from backend.httpclient import headers
+            from backend.httpclient import headers  # start-up: a subcommand imports only what it runs
 
             messages = (conv or Conversation(params.system_prompt)).messages(prompt)
             budget = await count(client, settings.base_url, model, messages, max_tokens,
@@ -170,7 +175,7 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
             cut = conv.record(prompt, result.text, reply_figures(result), figures_line(result), cut=True)
             store.add_turns(conv, cut)
         raise
-    from backend.ledger import plan_for_console
+    from backend.ledger import plan_for_console  # start-up: a subcommand imports only what it runs
 
     plan, _ = plan_for_console(settings)
     ceiling = plan.get("decode_tokens_per_s_ceiling") if plan else None
@@ -188,7 +193,7 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
             out["notes"] = notes
         _print_json(out)
     else:
-        from backend.conversation import rate_text
+        from backend.conversation import rate_text  # start-up: a subcommand imports only what it runs
 
         tps = rate_text(result, ceiling)
         ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"

@@ -115,7 +115,7 @@ class ConversationsScreen(ModalScreen[str | None]):
         self.reload()
 
     def action_delete(self) -> None:
-        from tui.screens.confirm import ConfirmScreen
+        from tui.screens.confirm import ConfirmScreen  # start-up: loaded on first use, not with the console
 
         s = self._selected()
         if s is None:
@@ -135,8 +135,8 @@ class ConversationsScreen(ModalScreen[str | None]):
                                            f"{s.path.name} is removed for good"), done)
 
     def action_export(self) -> None:
-        from backend import paths
-        from backend.conversation import to_markdown
+        from backend import paths  # start-up: loaded on first use, not with the console
+        from backend.conversation import to_markdown  # start-up: loaded on first use, not with the console
 
         s = self._selected()
         if s is None:

@@ -125,7 +125,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         return self.endpoint or (settings.base_url, settings.served_name)
 
     def _client(self):
-        from backend.chat import new_client
+        from backend.chat import new_client  # start-up: loaded on first use, not with the console
 
         if self._http is None:  # one client (and connection) for the pane's life
             self._http = new_client(self.app.settings.api_key, self.transport)  # key file, env or config
@@ -154,8 +154,9 @@ class ChatPane(WorkerErrorsToApp, Vertical):
 
     async def _check_budget(self, text: str, messages: list[dict[str, str]]):
         """The budget of sending `messages`; posts ChatRefused and returns None when it does not fit."""
+        # start-up: loaded on first use, not with the console
         from backend.context_budget import count, exchanges_to_drop, split_exchanges
-        from backend.httpclient import headers
+        from backend.httpclient import headers  # start-up: loaded on first use, not with the console
 
         base_url, model = self._endpoint()
         client, key = self._client(), headers(self.app.settings.api_key)
@@ -263,7 +264,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
 
     @on(ChatRefused)
     async def refused(self, message: ChatRefused) -> None:
-        from tui.screens.context_fit import ContextFitScreen
+        from tui.screens.context_fit import ContextFitScreen  # start-up: loaded on first use, not with the console
 
         message.stop()
         for w in self._pending:
@@ -306,7 +307,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         self._show_budget()
 
     def _show_budget(self) -> None:
-        from backend.context_budget import Budget
+        from backend.context_budget import Budget  # start-up: loaded on first use, not with the console
 
         conv = self.conversation
         if self._known is not None:
@@ -336,6 +337,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
     async def _cancel_reply(self) -> None:
         """Cut a streaming reply (kept in its conversation, marked) and wait for its worker to end."""
         if self.streaming:
+            # start-up: loaded on first use, not with the console
             from textual.worker import WorkerCancelled, WorkerFailed
 
             chat = [w for w in self.workers if w.group == "chat" and w.node is self]
@@ -385,8 +387,8 @@ class ChatPane(WorkerErrorsToApp, Vertical):
     @work(group="chat-budget", exclusive=True, exit_on_error=False)
     async def refresh_budget(self) -> None:
         """Count the reopened history (so the line under the input is exact before the first send)."""
-        from backend.context_budget import count
-        from backend.httpclient import headers
+        from backend.context_budget import count  # start-up: loaded on first use, not with the console
+        from backend.httpclient import headers  # start-up: loaded on first use, not with the console
 
         base_url, model = self._endpoint()
         try:
@@ -400,7 +402,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
             self.post_message(BudgetCounted(budget))
 
     def action_conversations(self) -> None:
-        from tui.screens.conversations import ConversationsScreen
+        from tui.screens.conversations import ConversationsScreen  # start-up: loaded on first use, not with the console
 
         async def chosen(conv_id: str | None) -> None:
             if conv_id is None:
@@ -425,7 +427,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         self.focus_input()
 
     def action_chat_settings(self) -> None:
-        from tui.screens.chat_settings import ChatSettingsScreen
+        from tui.screens.chat_settings import ChatSettingsScreen  # start-up: loaded on first use, not with the console
 
         async def chosen(params: ChatParams | None) -> None:
             self.focus_input()
@@ -479,7 +481,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
 
     def copy_text(self, text: str, what: str, kind: str) -> None:
         """OSC 52 at once (it reaches the SSH client's terminal); the local clipboard or a file in a thread."""
-        from backend.clipboard import deliver
+        from backend.clipboard import deliver  # start-up: loaded on first use, not with the console
 
         self.app.copy_to_clipboard(text)
 
