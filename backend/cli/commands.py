@@ -494,6 +494,10 @@ def cmd_bench(args) -> int:
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
                       prompt_tokens=args.prompt_tokens)
+    if getattr(args, "url", None):  # through a router: plus each box's share (backend/cluster/bench.py)
+        from backend.cluster.bench import run_url
+
+        return run_url(load_settings(args), cfg, args.url, args.json)
     return run_cli(load_settings(args), cfg, args.json)
 
 
@@ -578,6 +582,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="output tokens per request, EOS ignored (default 128)")
     p.add_argument("--prompt-tokens", type=int, default=128, metavar="P",
                    help="about this many prompt tokens per request (default 128)")
+    p.add_argument("--url", metavar="URL", help="another server than the configured one, e.g. the cluster's "
+                   "router; with [cluster], each box's share of the requests")
     _json_arg(p)
 
 
@@ -600,3 +606,7 @@ COMMANDS = {
     "report": (cmd_report, "a paste-ready triage report (Markdown), redacted", _report_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
 }
+
+from backend.cluster.cli import COMMANDS as _CLUSTER_COMMANDS  # noqa: E402  (cluster, router)
+
+COMMANDS.update(_CLUSTER_COMMANDS)
