@@ -81,13 +81,22 @@ def box_cli(box: dict, *args: str, timeout: float = 90) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
-def cli(config: Path, *args: str, timeout: float = 180, home: Path | None = None) -> subprocess.CompletedProcess:
+def cli_env(home: Path | None = None) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if home is not None:
         env["QWEN_TUI_HOME"] = str(home)
     env.pop("QWEN_TUI_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", "backend.cli", "--config", str(config), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    return env
+
+
+def cli_argv(config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "backend.cli", "--config", str(config), *args]
+
+
+def cli(config: Path, *args: str, timeout: float = 180, home: Path | None = None) -> subprocess.CompletedProcess:
+    """The console's own qwen-tui (this test's QWEN_TUI_HOME unless `home`)."""
+    return subprocess.run(cli_argv(config, *args), capture_output=True, text=True, timeout=timeout,
+                          env=cli_env(home), cwd=ROOT)
 
 
 def router_bin() -> str | None:

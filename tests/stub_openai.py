@@ -26,11 +26,24 @@ class _State:
         self.running = 0
         self.success = 0
         self.healthy = True
+        self.connections: set = set()  # open sockets, closed by stop(): a stopped box answers nothing
 
 
 def _handler(state: _State):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self):
+            super().setup()
+            with state.lock:
+                state.connections.add(self.connection)
+
+        def finish(self):
+            try:
+                super().finish()
+            finally:
+                with state.lock:
+                    state.connections.discard(self.connection)
 
         def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
             self.send_response(code)
@@ -144,8 +157,17 @@ class StubServer:
         return self
 
     def stop(self) -> None:
+        import socket
+
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self.state.lock:
+            conns = list(self.state.connections)
+        for c in conns:  # keep-alive connections would go on answering
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> "StubServer":
         return self.start()
