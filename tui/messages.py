@@ -122,3 +122,19 @@ class ReportReady(Message):
     def __init__(self, text: str | None, redactions: str = "", error: str | None = None) -> None:
         super().__init__()
         self.text, self.redactions, self.error = text, redactions, error
+
+
+class ClusterPolled(Message):
+    """One look at every box and the router (backend.cluster.ops.ClusterStatus), or why there is none."""
+
+    def __init__(self, status: object | None, error: str | None = None) -> None:
+        super().__init__()
+        self.status, self.error = status, error
+
+
+class ClusterStep(Message):
+    """A line of progress from a drain / undrain / rolling restart; `done` on its last line."""
+
+    def __init__(self, text: str, done: bool = False, error: bool = False) -> None:
+        super().__init__()
+        self.text, self.done, self.error = text, done, error
