@@ -73,7 +73,7 @@ class ChatResult:
     def itl_s(self) -> list[float]:
         """Gaps between consecutive chunks after the first (how vLLM's bench pools ITL)."""
         t = self.chunk_times
-        return [b - a for a, b in zip(t, t[1:])]
+        return [b - a for a, b in zip(t, t[1:], strict=False)]
 
     def _groups(self) -> list[int]:
         """Tokens per group of chunks that reached the client together (gaps < BURST_GAP_S)."""

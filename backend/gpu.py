@@ -365,7 +365,7 @@ class GpuMonitor:
         with self._lock:
             if not self._handles:
                 return []
-            return [self._sample_one(info, h) for info, (_, h) in zip(self.gpus, self._handles)]
+            return [self._sample_one(info, h) for info, (_, h) in zip(self.gpus, self._handles, strict=False)]
 
     def _sample_one(self, info: GpuInfo, h: Any) -> GpuSample:
         n, i = self._nvml, info.index

@@ -32,8 +32,8 @@ from typing import Any
 
 import httpx
 
-from backend.httpclient import async_client
 from backend.chat import ChatError, ChatResult, explain_http_error, explain_transport_error, stream_chat
+from backend.httpclient import async_client
 
 MAX_ERRORS = 5
 READ_TIMEOUT_S = 300.0  # a stream silent this long counts as failed
@@ -349,7 +349,8 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
     async def count(n_words: int) -> int:
         data = await _get_json(client, "POST", base_url, "/tokenize", headers, model,
                                json={"model": model, "add_generation_prompt": True,
-                                     "messages": [{"role": "user", "content": prompt_text(cfg.requests, n_words, run)}]})
+                                     "messages": [{"role": "user",
+                                                   "content": prompt_text(cfg.requests, n_words, run)}]})
         return int(data["count"])
 
     try:
@@ -477,7 +478,7 @@ def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err
     import json
     import sys
 
-    from backend import client
+    from backend import supervisor_client
     from backend.ledger import plan_for_console
 
     out, err = out or sys.stdout, err or sys.stderr
@@ -487,7 +488,7 @@ def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err
         err.write(f"qwen-tui: {e}\n")
         return 2
     try:
-        status = client.status()
+        status = supervisor_client.status()
     except Exception:  # the state file is a hint for the prediction, never a reason to fail
         status = None
     plan, _ = plan_for_console(settings)

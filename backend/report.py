@@ -63,9 +63,9 @@ def _dist_version(sites: list[str], name: str) -> str | None:
 
 
 def versions(settings: Settings, monitor: Any) -> dict[str, Any]:
-    from backend.command import detect_install, python_for
     from backend.doctor.context import site_dirs
     from backend.doctor.cuda_libs import detect
+    from backend.launch import detect_install, python_for
 
     install = detect_install(python_for(settings))
     sites = site_dirs(settings)
@@ -118,7 +118,7 @@ def settings_view(settings: Settings) -> dict[str, Any]:
 
 
 def command(settings: Settings, state: dict[str, Any]) -> dict[str, Any]:
-    from backend.command import build_launch
+    from backend.launch import build_launch
 
     launch = build_launch(settings)
     out = {"shell": launch.shell_line(), "problems": launch.problems, "last_launch": None}
@@ -258,7 +258,7 @@ def environment(settings: Settings) -> dict[str, Any]:
 # -- all of it ----------------------------------------------------------------------------------------
 def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every section as plain data (not redacted). Opens NVML itself when `monitor` is None (CUDA only)."""
-    from backend import client, statefile
+    from backend import statefile, supervisor_client
 
     own = monitor is None and settings.planner.get("device") != "cpu"
     if own:
@@ -267,7 +267,7 @@ def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | Non
 
         monitor = GpuMonitor(configured_gpus(settings.env))
     try:
-        st = status if status is not None else client.status()
+        st = status if status is not None else supervisor_client.status()
         state_file = statefile.read() or {}
         return {
             "generated_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

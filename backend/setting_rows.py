@@ -19,8 +19,18 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from backend import paths
-from backend.settings import (SCHEMA, ConfigError, Key, Settings, check_value, load, parse_override, read_toml,
-                              remove_setting, save_setting)
+from backend.settings import (
+    SCHEMA,
+    ConfigError,
+    Key,
+    Settings,
+    check_value,
+    load,
+    parse_override,
+    read_toml,
+    remove_setting,
+    save_setting,
+)
 
 # Console keys the supervisor process reads when it starts: like [server], they apply on restart.
 SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_timeout", "restart",

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from backend import sleep, statefile
-from backend.command import Launch
+from backend.launch import Launch
 from backend.logparse import LogParser, is_permanent, launch_marker
 from backend.settings import Settings
 

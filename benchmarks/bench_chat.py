@@ -69,7 +69,7 @@ async def run(base_url: str, model: str, n: int) -> dict:
     med_a, med_b = statistics.median(a), statistics.median(b)
     return {"n": n, "bare_httpx_ttft_ms_median": round(med_a, 2), "qwen_tui_ttft_ms_median": round(med_b, 2),
             "overhead_ms": round(med_b - med_a, 2),
-            "paired_overhead_ms_median": round(statistics.median(y - x for x, y in zip(a, b)), 2),
+            "paired_overhead_ms_median": round(statistics.median(y - x for x, y in zip(a, b, strict=False)), 2),
             "new_httpx_client_ms": round(per_new_client, 2)}
 
 

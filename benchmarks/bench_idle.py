@@ -40,7 +40,7 @@ def console_cpu(argv: list[str], seconds: float, settle: float = 10.0) -> dict:
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "tui.main", *argv], stdin=slave, stdout=slave, stderr=slave,
+    proc = subprocess.Popen([sys.executable, "-m", "tui.entry", *argv], stdin=slave, stdout=slave, stderr=slave,
                             cwd=ROOT, env=_env(), start_new_session=True)
     os.close(slave)
     stop = threading.Event()
@@ -73,7 +73,8 @@ def console_cpu(argv: list[str], seconds: float, settle: float = 10.0) -> dict:
             proc.wait(3)
         os.close(master)
     cpu = (c1.user - c0.user) + (c1.system - c0.system)
-    return {"seconds": round(t1 - t0, 1), "cpu_s": round(cpu, 3), "cpu_percent_of_core": round(100 * cpu / (t1 - t0), 2),
+    return {"seconds": round(t1 - t0, 1), "cpu_s": round(cpu, 3),
+            "cpu_percent_of_core": round(100 * cpu / (t1 - t0), 2),
             "terminal_bytes_per_s": round((b1 - b0) / (t1 - t0), 1), "rss_mb": round(rss / 2**20, 1)}
 
 
@@ -87,7 +88,7 @@ def main() -> int:
     argv = ["--demo", "--set", f"server.port={a.port}"]
     if not a.no_start:
         print(f"starting the demo server on port {a.port} (1-2 minutes)…", file=sys.stderr)
-        if subprocess.run([sys.executable, "-m", "tui.main", *argv, "serve", "--detach", "--wait", "600"],
+        if subprocess.run([sys.executable, "-m", "tui.entry", *argv, "serve", "--detach", "--wait", "600"],
                           cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL).returncode != 0:
             print("the demo server did not start: see `qwen-tui logs`", file=sys.stderr)
             return 1
@@ -95,7 +96,7 @@ def main() -> int:
         r = console_cpu(argv, a.seconds)
     finally:
         if not a.no_start:
-            subprocess.run([sys.executable, "-m", "tui.main", *argv, "stop"], cwd=ROOT, env=_env(),
+            subprocess.run([sys.executable, "-m", "tui.entry", *argv, "stop"], cwd=ROOT, env=_env(),
                            stdout=subprocess.DEVNULL)
     if a.json:
         print(json.dumps(r))

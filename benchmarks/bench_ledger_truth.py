@@ -29,16 +29,19 @@ def main(argv: list[str]) -> int:
             continue
         led = r.ledger
         rows.append({"run": path.stem, "compile_cache": r.compile_cache,
-                     "utilization": led.gpu_memory_utilization, "budget_gib": round(led.budget_bytes_per_gpu / 2**30, 2),
+                     "utilization": led.gpu_memory_utilization,
+                     "budget_gib": round(led.budget_bytes_per_gpu / 2**30, 2),
                      "kv_tokens_vllm": r.vllm.get("kv_cache_tokens"), "kv_tokens_plan": led.kv_cache_tokens,
                      "kv_tokens_err_pct": round(r.error_pct("kv_cache_tokens") or 0, 2),
-                     "concurrency_vllm": r.vllm.get("max_concurrency"), "concurrency_plan": round(led.max_concurrency, 2),
+                     "concurrency_vllm": r.vllm.get("max_concurrency"),
+                     "concurrency_plan": round(led.max_concurrency, 2),
                      "concurrency_err_pct": round(r.error_pct("max_concurrency") or 0, 2)})
     planned = [r for r in rows if "skipped" not in r]
     worst = max((abs(r["kv_tokens_err_pct"]) for r in planned), default=None)
     worst_c = max((abs(r["concurrency_err_pct"]) for r in planned), default=None)
     if "--json" in argv:
-        print(json.dumps({"runs": rows, "worst_kv_tokens_err_pct": worst, "worst_concurrency_err_pct": worst_c}, indent=1))
+        print(json.dumps({"runs": rows, "worst_kv_tokens_err_pct": worst, "worst_concurrency_err_pct": worst_c},
+                         indent=1))
     else:
         print(f"{'run':24} {'cache':5} {'util':>5} {'budget':>8} {'KV vLLM':>9} {'KV plan':>9} {'err':>7} "
               f"{'conc vLLM':>9} {'plan':>7} {'err':>7}")

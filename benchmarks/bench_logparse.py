@@ -68,7 +68,7 @@ SERVING = [
 
 def bench_serving(n: int) -> float:
     """One parser that saw a ready start-up, then n lines of access log + stats (a busy server)."""
-    _, body = next((p, b) for p, b in zip(sorted(FIXTURES.glob("*.log")), fixture_bodies())
+    _, body = next((p, b) for p, b in zip(sorted(FIXTURES.glob("*.log")), fixture_bodies(), strict=False)
                    if p.name == "v0.32.0-cpu-tiny-qwen2-ready.log")
     p = LogParser()
     for line in body:

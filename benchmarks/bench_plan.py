@@ -20,8 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.ledger import Card, PlanParams, lookup, plan, plan_from_settings  # noqa: E402
-from backend.ledger import adapter  # noqa: E402
+from backend.ledger import (  # noqa: E402
+    Card,
+    PlanParams,
+    adapter,  # noqa: E402
+    lookup,
+    plan,
+    plan_from_settings,
+)
 
 GiB = 1 << 30
 

@@ -4,8 +4,9 @@ terminal has received the status bar's state word. Target ≤ 0.5 s.
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_startup.py [--runs 5] [--json]
 
 The runs share one fresh state dir (QWEN_TUI_HOME; a first run, not counted, makes the demo model
-there) and use the demo settings on a port nothing uses, so no server is found: what is timed is Python's start, the imports, the settings, and Textual's
-first paint. Also prints the import time of the console's modules in a fresh interpreter.
+there) and use the demo settings on a port nothing uses, so no server is found: what is timed is Python's
+start, the imports, the settings, and Textual's first paint. Also prints the import time of the console's
+modules in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def first_frame(home: str, timeout: float = 20.0) -> float:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "tui.main", "--demo", "--set", "server.port=8097"],
+        proc = subprocess.Popen([sys.executable, "-m", "tui.entry", "--demo", "--set", "server.port=8097"],
                                 stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env, start_new_session=True)
         os.close(slave)
         seen, took = b"", None
@@ -62,7 +63,7 @@ def first_frame(home: str, timeout: float = 20.0) -> float:
 
 
 def import_s() -> float:
-    code = "import time; t = time.perf_counter(); import tui.app, tui.main; print(time.perf_counter() - t)"
+    code = "import time; t = time.perf_counter(); import tui.app, tui.entry; print(time.perf_counter() - t)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     return float(out.stdout.strip())

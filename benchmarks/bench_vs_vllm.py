@@ -78,7 +78,8 @@ def run_vllm(a: argparse.Namespace, tokenizer: str, out_dir: Path, tag: str) -> 
             "--model", a.model, "--tokenizer", tokenizer, "--dataset-name", "random",
             "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len),
             "--random-range-ratio", "0", "--num-prompts", str(a.requests), "--max-concurrency",
-            str(a.concurrency), "--ignore-eos", "--temperature", "0", "--disable-tqdm", "--seed", str(a.seed + int(tag)),
+            str(a.concurrency), "--ignore-eos", "--temperature", "0", "--disable-tqdm",
+            "--seed", str(a.seed + int(tag)),
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
             "--save-result", "--result-dir", str(out_dir), "--result-filename", name]
     proc = subprocess.run([sys.executable, __file__, "--vllm-child", *argv], capture_output=True, text=True,
@@ -99,14 +100,14 @@ def qwen_argv(a: argparse.Namespace) -> list[str]:
 
 
 def run_qwen(a: argparse.Namespace, prompt_tokens: int) -> dict:
-    cmd = [sys.executable, "-m", "tui.main", *qwen_argv(a), "bench", "--json", "--requests", str(a.requests),
+    cmd = [sys.executable, "-m", "tui.entry", *qwen_argv(a), "bench", "--json", "--requests", str(a.requests),
            "--concurrency", str(a.concurrency), "--max-tokens", str(a.output_len),
            "--prompt-tokens", str(prompt_tokens)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, cwd=ROOT, env=_env())
     try:
         rep = json.loads(proc.stdout)
     except ValueError:
-        raise SystemExit(f"qwen-tui bench printed no JSON (code {proc.returncode}):\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"qwen-tui bench printed no JSON (code {proc.returncode}):\n{proc.stderr[-2000:]}") from None
     if rep.get("error"):
         raise SystemExit(f"qwen-tui bench: {rep['error']}\n  fix: {rep.get('fix')}")
     return rep
@@ -158,7 +159,7 @@ def start_demo(a: argparse.Namespace) -> None:
     # no prefix cache: vLLM's random prompts are runs of consecutive token ids from a random offset,
     # and on the demo's 525-id vocabulary two of them often share a prefix, so the cache served
     # ~30 % of vLLM's prompt tokens and none of qwen-tui's (on a real vocabulary that never happens)
-    cmd = [sys.executable, "-m", "tui.main", *qwen_argv(a), "--set", "server.enable_prefix_caching=false",
+    cmd = [sys.executable, "-m", "tui.entry", *qwen_argv(a), "--set", "server.enable_prefix_caching=false",
            "serve", "--detach", "--wait", "600"]
     print(f"starting the demo server on {a.base_url} (1-2 minutes)…", file=sys.stderr)
     if subprocess.run(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL).returncode != 0:
@@ -166,7 +167,7 @@ def start_demo(a: argparse.Namespace) -> None:
 
 
 def stop_demo(a: argparse.Namespace) -> None:
-    subprocess.run([sys.executable, "-m", "tui.main", *qwen_argv(a), "stop"], cwd=ROOT, env=_env(),
+    subprocess.run([sys.executable, "-m", "tui.entry", *qwen_argv(a), "stop"], cwd=ROOT, env=_env(),
                    stdout=subprocess.DEVNULL)
 
 

@@ -22,7 +22,7 @@ class StoppedServer:
     """The console's client when no server runs (the probe needs no vLLM)."""
 
     def poll(self):
-        from backend.client import Poll
+        from backend.supervisor_client import Poll
 
         return Poll(state={"state": "stopped"})
 

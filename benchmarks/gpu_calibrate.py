@@ -154,9 +154,9 @@ def one(name: str, sets: list[str], out: Path) -> dict:
     rc, served, err = cli_json(*setv, "serve", "--detach", "--wait", "360")
     ready_s = round(time.time() - t0, 1)
     peak = nvml_memory()
-    from backend import client, statefile
+    from backend import statefile, supervisor_client
 
-    st = client.status()
+    st = supervisor_client.status()
     log_path = st.get("log_path")
     settings = (statefile.read() or {}).get("settings")
     subprocess.run([*CLI, "stop"], capture_output=True, text=True, timeout=120)

@@ -2,7 +2,7 @@
 
     source /tmp/w/env.sh && python3 benchmarks/gpu_e2e.py "$OUT"      # on the lent H200 (../shared/gpu)
 
-Steps, each through the project's own CLI (``python3 -m tui.main``, the code of this working tree):
+Steps, each through the project's own CLI (``python3 -m tui.entry``, the code of this working tree):
 plan, doctor, serve --detach --wait to READY, status, chat (twice: the first after READY is slow),
 bench, the console headless against the live server (real NVML), kill -9 of the API server with an
 orphan scan every 0.1 s while the supervisor reaps (none may be reported), the restart to READY,
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-CLI = [sys.executable, "-m", "tui.main"]
+CLI = [sys.executable, "-m", "tui.entry"]
 
 
 class Run:
@@ -79,9 +79,9 @@ def smi_used_mib() -> list[int]:
 
 
 def status() -> dict:
-    from backend import client
+    from backend import supervisor_client
 
-    return client.status()
+    return supervisor_client.status()
 
 
 def wait_state(want: tuple[str, ...], timeout: float) -> dict:
@@ -97,8 +97,8 @@ async def console_probe(out: Path) -> dict:
     """The real console, headless, attached to the live server with the real NVML."""
     from backend.gpu import GpuMonitor
     from backend.settings import load
+    from backend.supervisor_client import ServerClient
     from tui.app import make_app
-    from backend.client import ServerClient
 
     gpus = GpuMonitor()
     app = make_app(load(), ServerClient([]), gpus)

@@ -2,7 +2,7 @@
 
     source /tmp/w/env.sh && python3 benchmarks/gpu_sleep_probe.py "$OUT"     # on the lent H200 (../shared/gpu)
 
-Each step goes through the project's own CLI (``python3 -m tui.main``, this working tree's code):
+Each step goes through the project's own CLI (``python3 -m tui.entry``, this working tree's code):
 serve with --set server.enable_sleep_mode=true (--detach --wait), GPU memory used (NVML), `sleep --level 1
 --json`, NVML again, `status --json` (state sleeping), `report` while asleep, `wake --json` (wake seconds),
 NVML, `status --json` (ready), one `chat "hi" --json` answered, then (when the time allows) a level 2 cycle,
@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-CLI = [sys.executable, "-m", "tui.main"]
+CLI = [sys.executable, "-m", "tui.entry"]
 GIB = 1 << 30
 BUDGET_S = 230.0  # the whole run must finish within 4 minutes of device time: skip the extras after this
 WAKE_MAX_S = 30.0  # "in seconds": a cold start takes 70-130 s here

@@ -31,18 +31,18 @@ sys.path.insert(0, str(ROOT))
 ACTIONS = ("stop", "restart", "kill-api", "kill-supervisor", "kill-console")
 CONSOLE = r"""
 import asyncio
-from backend import client
+from backend import supervisor_client
 from backend.settings import load
 from tui.app import QwenApp
 
 async def main():
     settings = load(demo=True)
     settings.console["on_exit"] = "keep"
-    app = QwenApp(settings, client.ServerClient(["--demo"]), None)
+    app = QwenApp(settings, supervisor_client.ServerClient(["--demo"]), None)
     async with app.run_test(size=(120, 36)) as pilot:
         while True:  # press s (and f in any dialog before a start) until the server is starting
             await pilot.pause(2.0)
-            if client.status()["state"] in ("stopped", "failed"):
+            if supervisor_client.status()["state"] in ("stopped", "failed"):
                 await pilot.press("s" if type(app.screen).__name__ == "MainScreen" else "f")
 
 asyncio.run(main())
@@ -124,7 +124,8 @@ def cycle(action: str, home: str, timeout: float) -> dict:
         os.kill(st["supervisor_pid"], signal.SIGKILL)
         time.sleep(0.5)
         died = status()
-        out["status_after"] = f"{died['state']}: {(died.get('failure') or {}).get('kind')}, left {len(died.get('left') or [])}"
+        kind = (died.get("failure") or {}).get("kind")
+        out["status_after"] = f"{died['state']}: {kind}, left {len(died.get('left') or [])}"
     elif action == "kill-console" and console is not None:
         console.send_signal(signal.SIGKILL)
         console.wait()

@@ -1,13 +1,22 @@
+"""Fixtures for every tier (tests/unit, tests/console, tests/e2e). Helpers live in tests/helpers/;
+the fixtures several modules use are defined there and registered here as plugins."""
+
 import os
-import time
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+sys.path.insert(0, str(ROOT))  # `import backend`, `import tui`, `import tests.helpers` from any tier
+
+from tests.helpers import FIXTURES  # noqa: E402  (needs ROOT on sys.path first)
+from tests.helpers.fake_supervisor import start_fake_supervisor  # noqa: E402
+
+__all__ = ["FIXTURES", "ROOT"]
+
+# spawn (vLLM-like process trees), cfg (the settings screen's config copy), env (doctor's Env)
+pytest_plugins = ["tests.helpers.procs", "tests.helpers.settings_screen", "tests.helpers.doctor"]
 
 
 @pytest.fixture
@@ -33,45 +42,6 @@ def vllm_lock():
     with open("/tmp/qwen-tui-vllm.lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
-
-
-FAKE_SUPERVISOR = "import time\nwhile True:\n    time.sleep(1)\n"
-
-
-def start_fake_supervisor(tmp_path, home=None, **popen_kw):
-    """A process whose command line is a supervisor's (`python -m backend.cli serve --quiet`) but
-    that only sleeps: a package `backend.cli` of its own, first on its path. ``home``: its
-    QWEN_TUI_HOME (another state dir). Returns (proc, write): `write(path=None, **state)` writes a
-    state file naming it (pid, start time, command line)."""
-    import subprocess
-
-    import psutil
-
-    from backend import statefile
-
-    pkg = tmp_path / f"fake-supervisor-{len(list(tmp_path.glob('fake-supervisor-*')))}"
-    (pkg / "backend" / "cli").mkdir(parents=True)
-    (pkg / "backend" / "__init__.py").write_text("")
-    (pkg / "backend" / "cli" / "__init__.py").write_text("")
-    (pkg / "backend" / "cli" / "__main__.py").write_text(FAKE_SUPERVISOR)
-    env = dict(os.environ, PYTHONPATH=str(pkg))
-    if home is not None:
-        env["QWEN_TUI_HOME"] = str(home)
-    proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "serve", "--quiet"], cwd=pkg, env=env,
-                            **popen_kw)
-    deadline = time.time() + 10
-    while "serve" not in psutil.Process(proc.pid).cmdline() and time.time() < deadline:
-        time.sleep(0.02)
-    me = psutil.Process(proc.pid)
-
-    def write(path=None, **state):
-        data = {"state": "ready", "supervisor_pid": proc.pid, "supervisor_create_time": me.create_time(),
-                "supervisor_cmdline": " ".join(me.cmdline()), **state}
-        statefile.write(data, path)
-        return data
-
-    write.proc = proc
-    return proc, write
 
 
 @pytest.fixture

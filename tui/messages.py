@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from backend.client import Poll
+from backend.supervisor_client import Poll
 
 
 class ServerPolled(Message):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from backend import statefile
 from backend.cli import load_settings
-from backend.command import build_launch
+from backend.launch import build_launch
 from backend.settings import Settings
 
 
@@ -148,10 +148,10 @@ def cmd_serve(args) -> int:
 def _detach(args, settings: Settings) -> int:
     """Start the supervisor in the background; with --wait, until READY. --json prints the final
     `status --json` object (plus `started`), whatever happened."""
-    from backend import client
+    from backend import supervisor_client
 
     try:
-        data = client.start_detached(global_argv(args), restart=args.restart, allow_orphans=True)
+        data = supervisor_client.start_detached(global_argv(args), restart=args.restart, allow_orphans=True)
     except RuntimeError as e:
         _err(str(e))
         if args.json:
@@ -162,7 +162,7 @@ def _detach(args, settings: Settings) -> int:
               f"{data.get('base_url')}\nlog: {data.get('log_path')}")
     rc = _wait_ready(args.wait, quiet=args.json) if args.wait else 0
     if args.json:
-        _print_json({"started": True, **client.status()})
+        _print_json({"started": True, **supervisor_client.status()})
     return rc
 
 
@@ -176,12 +176,12 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
     """Until READY (0) or a final failure (1). A failed attempt that the supervisor restarts is said
     as it happens (the short FAILED between two attempts is read from the state's attempt history,
     never missed by polling), and a time-out names the last failure."""
-    from backend import client
+    from backend import supervisor_client
 
     deadline = time.time() + timeout
-    seen = len(client.status().get("attempts") or [])
+    seen = len(supervisor_client.status().get("attempts") or [])
     while time.time() < deadline:
-        st = client.status()
+        st = supervisor_client.status()
         attempts = st.get("attempts") or []
         for rec in attempts[seen:]:
             _err(f"attempt {rec.get('attempt')} failed: {_failure_text(rec)}"
@@ -195,22 +195,22 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
             settle = time.time() + 5  # FAILED is said at once; the diagnosis follows the drained log
             while st["state"] == "failed" and not st.get("failure") and time.time() < settle:
                 time.sleep(0.2)
-                st = client.status()
+                st = supervisor_client.status()
             _err(f"server {st['state']}: {st.get('failure') or st.get('detail')}")
             return 1
         if st["state"] == "failed" and st.get("last_failure") and "not restarted" in (st.get("detail") or ""):
             _err(f"server failed, not restarted: {_failure_text(st['last_failure'])}")
             return 1
         time.sleep(0.2)
-    last = client.status().get("last_failure")
+    last = supervisor_client.status().get("last_failure")
     _err(f"not ready after {timeout:.0f} s" + (f"; last failure: {_failure_text(last)}" if last else ""))
     return 1
 
 
 def cmd_status(args) -> int:
-    from backend import client
+    from backend import supervisor_client
 
-    st = client.status()
+    st = supervisor_client.status()
     if st["state"] == "ready" and st.get("base_url"):  # what it is doing now, from /metrics
         from backend import metrics
 
@@ -244,12 +244,12 @@ def cmd_status(args) -> int:
 def cmd_stop(args) -> int:
     if args.orphans or args.pid or args.list:
         return _stop_orphans(args)
-    from backend import client
+    from backend import supervisor_client
 
-    ok, msg = client.stop()
+    ok, msg = supervisor_client.stop()
     if args.json:
         final = statefile.read() or {}
-        _print_json({"ok": ok, "summary": msg, "state": client.status()["state"],
+        _print_json({"ok": ok, "summary": msg, "state": supervisor_client.status()["state"],
                      "gpu_release": final.get("gpu_release")})
     else:
         print(msg)
@@ -383,7 +383,7 @@ def cmd_logs(args) -> int:
 
 
 def cmd_systemd_unit(args) -> int:
-    from backend.client import without_key
+    from backend.supervisor_client import without_key
 
     options, key = without_key(global_argv(args))
     if key is not None:

@@ -57,9 +57,10 @@ def status_lines(st: ops.ClusterStatus) -> list[str]:
     for b in st.boxes:
         where = ("drained" if b.drained else "-") if b.in_router is False else \
             ("-" if b.in_router is None else ("healthy" if b.router_healthy else "unhealthy"))
+        share = "-" if b.share is None else f"{b.share * 100:.0f}%"
         out.append(f"{b.name:<10} {b.state or '?':<9} {'ok' if b.healthy else 'down':<7} {where:<10} "
                    f"{_fmt(b.running):>4} {_fmt(b.waiting):>4} {_fmt(b.kv_tokens, ',d') if b.kv_tokens else '-':>10} "
-                   f"{_fmt(b.max_concurrency, '.1f'):>8} {_fmt(None if b.share is None else b.share * 100, '.0f') + '%' if b.share is not None else '-':>6}  "
+                   f"{_fmt(b.max_concurrency, '.1f'):>8} {share:>6}  "
                    f"{b.error or ''}")
     out.append(f"(share: of vllm:request_success_total, {st.share_basis})")
     return out

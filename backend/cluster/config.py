@@ -112,7 +112,7 @@ def check_url(url: Any, what: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{what} = {url!r} is not an http(s) URL with a host")
     try:
-        parts.port
+        _ = parts.port
     except ValueError:
         raise ConfigError(f"{what} = {url!r} has a bad port") from None
     return url.rstrip("/")

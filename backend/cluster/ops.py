@@ -160,7 +160,7 @@ def totals(cluster: Cluster) -> dict[str, float | None]:
             return None
 
     with ThreadPoolExecutor(max_workers=min(8, len(cluster.boxes))) as pool:
-        return dict(zip([b.name for b in cluster.boxes], pool.map(one, cluster.boxes)))
+        return dict(zip([b.name for b in cluster.boxes], pool.map(one, cluster.boxes), strict=True))
 
 
 def share_between(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, dict[str, Any]]:
@@ -272,7 +272,8 @@ def stop_box(cluster: Cluster, name: str, on_step: StepFn | None = None) -> dict
     st = ans.data or {}
     ok = bool(st.get("ok")) and ans.rc == 0
     _say(on_step, f"{name}: {st.get('summary') or ans.error}")
-    return {"ok": ok, "box": name, "summary": st.get("summary"), "error": None if ok else ans.error or st.get("summary")}
+    error = None if ok else ans.error or st.get("summary")
+    return {"ok": ok, "box": name, "summary": st.get("summary"), "error": error}
 
 
 def restart_box(cluster: Cluster, name: str, on_step: StepFn | None = None, force: bool = False) -> dict[str, Any]:

@@ -16,12 +16,37 @@ import json
 import sys
 from typing import Any, Callable, TextIO
 
-from backend.doctor.context import (ORDER, STATUSES, Check, Context, Env, listening_pids, probe_bind,
-                                    scan_processes, server_status, site_dirs)
-from backend.doctor.gpu_checks import (check_bf16, check_cuda_libs, check_gpu_memory, check_gpus, check_memory,
-                                       check_p2p, check_vllm, check_vllm_flags)
-from backend.doctor.host_checks import (check_disk, check_model, check_port, check_server, check_shm,
-                                        folder_problems, hf_cache_root)
+from backend.doctor.context import (
+    ORDER,
+    STATUSES,
+    Check,
+    Context,
+    Env,
+    listening_pids,
+    probe_bind,
+    scan_processes,
+    server_status,
+    site_dirs,
+)
+from backend.doctor.gpu_checks import (
+    check_bf16,
+    check_cuda_libs,
+    check_gpu_memory,
+    check_gpus,
+    check_memory,
+    check_p2p,
+    check_vllm,
+    check_vllm_flags,
+)
+from backend.doctor.host_checks import (
+    check_disk,
+    check_model,
+    check_port,
+    check_server,
+    check_shm,
+    folder_problems,
+    hf_cache_root,
+)
 from backend.doctor.key_checks import check_security
 from backend.settings import Settings
 

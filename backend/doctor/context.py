@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
-from backend.command import VllmInstall, detect_install, python_for
+from backend.launch import VllmInstall, detect_install, python_for
 from backend.settings import Settings
 
 GiB = 1 << 30
@@ -90,9 +90,9 @@ def scan_processes(settings: Settings, monitor: Any) -> list:
 
 
 def server_status() -> dict[str, Any]:
-    from backend import client
+    from backend import supervisor_client
 
-    return client.status()
+    return supervisor_client.status()
 
 
 def site_dirs(settings: Settings) -> list[str]:

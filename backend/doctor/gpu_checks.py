@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.command import build_launch
 from backend.doctor import cuda_libs
-from backend.doctor.context import (COVERED, DTYPE_FIX, P2P_FIX, UNEXPLAINED_USED, Check, Context,
-                                    cc_text, gib, plural)
+from backend.doctor.context import COVERED, DTYPE_FIX, P2P_FIX, UNEXPLAINED_USED, Check, Context, cc_text, gib, plural
+from backend.launch import build_launch
 
 
 # -- 1. vLLM ----------------------------------------------------------------------------------------
@@ -190,7 +189,8 @@ def check_gpu_memory(ctx: Context) -> Check:
         listing = "; ".join(_describe(p) for p in found)
         fix = f"qwen-tui stop --orphans (stops pids {pids} only), or kill {pids}"
         if vllm:
-            return Check("gpu-memory", "fail", f"{len(vllm)} vLLM process{'es' if len(vllm) != 1 else ''} no console owns: "
+            plural = "es" if len(vllm) != 1 else ""
+            return Check("gpu-memory", "fail", f"{len(vllm)} vLLM process{plural} no console owns: "
                          f"{listing}{usage}", fix)
         return Check("gpu-memory", "warn", f"other processes hold GPU memory: {listing}{usage}",
                      fix + "; or lower server.gpu_memory_utilization to leave them room")

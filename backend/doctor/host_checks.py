@@ -6,7 +6,7 @@ import errno
 import json
 from pathlib import Path
 
-from backend.doctor.context import GiB, MiB, SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, gb, gib, plural
+from backend.doctor.context import SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, GiB, MiB, gb, gib, plural
 
 
 # -- 8. /dev/shm -------------------------------------------------------------------------------------

@@ -13,11 +13,25 @@ Public API:
 backend/ must not import textual; nothing here does.
 """
 
-from backend.ledger.adapter import (LedgerInputError, plan_for_console, cards_from, params_from_settings,
-                                    plan_from_settings, resolve_shape)
+from backend.ledger.adapter import (
+    LedgerInputError,
+    cards_from,
+    params_from_settings,
+    plan_for_console,
+    plan_from_settings,
+    resolve_shape,
+)
 from backend.ledger.compare import compare
-from backend.ledger.core import (Card, Ledger, PlanParams, Problem, kv_bytes_per_token, max_concurrency,
-                                 plan, valid_tp_sizes)
+from backend.ledger.core import (
+    Card,
+    Ledger,
+    PlanParams,
+    Problem,
+    kv_bytes_per_token,
+    max_concurrency,
+    plan,
+    valid_tp_sizes,
+)
 from backend.ledger.shapes import ModelShape, QuantSpec, from_config, lookup, param_count
 
 __all__ = [

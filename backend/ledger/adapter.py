@@ -225,7 +225,7 @@ def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict | None, s
     `monitor` is a backend.gpu.GpuMonitor (or None): its static facts replace the planner's card.
     The running server's own memory is not held against it (check_free=False).
     """
-    from backend.command import detect_install, python_for
+    from backend.launch import detect_install, python_for
 
     try:
         gpus = gpus_from_monitor(monitor, with_free=False)

@@ -159,7 +159,8 @@ def _check_memory(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int
                 "kv-cache-memory-bytes-too-large", "error",
                 f"weights {_g(led.weights_bytes_per_gpu)} + overheads {_g(over)} + KV "
                 f"{_g(led.kv_available_bytes_per_gpu)} exceed {_g(usable)} {where}",
-                f"server.kv_cache_memory_bytes = {max(0, usable - led.weights_bytes_per_gpu - over) // (1 << 20) << 20}"))
+                f"server.kv_cache_memory_bytes = "
+                f"{max(0, usable - led.weights_bytes_per_gpu - over) // (1 << 20) << 20}"))
             return
     elif led.weights_bytes_per_gpu + over > requested:
         fixes = []

@@ -31,7 +31,7 @@ def probe_gpus() -> list[dict] | None:
 def detect_vllm_version(settings: Any) -> str | None:
     """The vLLM version the server's interpreter has (package metadata; no import of vllm)."""
     try:
-        from backend.command import detect_install, python_for
+        from backend.launch import detect_install, python_for
 
         return detect_install(python_for(settings)).version
     except Exception:  # the launcher's module missing or failing must not break planning

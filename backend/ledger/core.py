@@ -13,8 +13,16 @@ from typing import Any
 
 from backend.ledger import cards as card_table
 from backend.ledger import overheads as ov
-from backend.ledger.shapes import (ModelShape, QuantSpec, canonical_dtype, dtype_bytes,
-                                   kv_heads_per_gpu, stage_layers, weight_parts, weights_per_gpu)
+from backend.ledger.shapes import (
+    ModelShape,
+    QuantSpec,
+    canonical_dtype,
+    dtype_bytes,
+    kv_heads_per_gpu,
+    stage_layers,
+    weight_parts,
+    weights_per_gpu,
+)
 
 GiB = ov.GiB
 
@@ -388,7 +396,7 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
                                  else round(c.memory_reserved_bytes / GiB, 3)),
                 "cc": list(c.cc or (s.cc if s else ())) or None,
                 "bandwidth_gbs": s.bandwidth_gbs if s else None, "source": c.source}
-               for c, s in zip(used, specs)],
+               for c, s in zip(used, specs, strict=False)],
         params=parts.params, weights_bytes=parts.total, weights_bytes_per_gpu=w_gpu,
         usable_bytes_per_gpu=usable, budget_bytes_per_gpu=requested, activation_bytes=act,
         compile_bytes=compile_extra,

@@ -15,9 +15,26 @@ import math
 import re
 from typing import TYPE_CHECKING, Callable
 
-from backend.logparse.environment import (NCCL_FIX, _BF16, _BIND, _LIB, _MODULE, _TP, _argparse, _bf16, _lib,
-                                          _model, _module, _nccl, _port, _positional_model, _shm, _tp, _weights,
-                                          lib_fix)
+from backend.logparse.environment import (
+    _BF16,
+    _BIND,
+    _LIB,
+    _MODULE,
+    _TP,
+    NCCL_FIX,
+    _argparse,
+    _bf16,
+    _lib,
+    _model,
+    _module,
+    _nccl,
+    _port,
+    _positional_model,
+    _shm,
+    _tp,
+    _weights,
+    lib_fix,
+)
 from backend.logparse.events import PHASE_INDEX, Failure
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -16,9 +16,9 @@ from typing import Any, Iterable
 
 from backend.logparse import diagnose as D
 from backend.logparse import patterns as P
-from backend.logparse.events import (PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone,
-                                     is_permanent)
-from backend.logparse.marker import PREFIX as _MARKER_PREFIX, Launch, parse_marker, server_python
+from backend.logparse.events import PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone, is_permanent
+from backend.logparse.marker import PREFIX as _MARKER_PREFIX
+from backend.logparse.marker import Launch, parse_marker, server_python
 
 _MISSING = object()
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")

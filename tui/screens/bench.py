@@ -14,8 +14,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
-from tui.palette import style
 from tui.messages import BenchFinished, BenchProgress
+from tui.palette import style
 
 
 class BenchScreen(ModalScreen[None]):
@@ -87,7 +87,8 @@ class BenchScreen(ModalScreen[None]):
             return
         rep = message.report
         if rep.get("error"):
-            results.update(Text(f"{rep['error']}\n  fix: {rep.get('fix') or 'see the server log'}", style(self.app, "error")))
+            fix = rep.get("fix") or "see the server log"
+            results.update(Text(f"{rep['error']}\n  fix: {fix}", style(self.app, "error")))
             return
         results.update(Text("\n".join(summary_lines(rep)[1:])))
 

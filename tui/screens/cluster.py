@@ -115,7 +115,7 @@ class ClusterScreen(Screen):
             cells = (b.state or "?", health, router_cell(b), _n(b.running), _n(b.waiting),
                      _n(b.kv_tokens, ",d") if b.kv_tokens else "-", _n(b.max_concurrency, ".1f"),
                      "-" if b.share is None else f"{b.share * 100:.0f} %", (b.error or "")[:60])
-            for col, value in zip(self._cols[1:], cells):
+            for col, value in zip(self._cols[1:], cells, strict=True):
                 table.update_cell(b.name, col, value)
 
     def row(self, name: str) -> ops.BoxRow | None:

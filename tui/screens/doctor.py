@@ -13,8 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
-from tui.palette import style
 from tui.messages import DoctorReady
+from tui.palette import style
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
@@ -42,7 +42,7 @@ class DoctorScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for label, width in zip(("", "check", "found", "fix"), column_widths(self.app.size.width)):
+        for label, width in zip(("", "check", "found", "fix"), column_widths(self.app.size.width), strict=False):
             table.add_column(label, width=width)
         self.run_doctor()
 
@@ -66,7 +66,8 @@ class DoctorScreen(ModalScreen[None]):
             return
         counts = {s: sum(c.status == s for c in message.checks) for s in RANK}
         summary.update(Text(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed, "
-                            f"{counts['skip']} skipped", style(self.app, "error", "bold") if counts["fail"] else "bold"))
+                            f"{counts['skip']} skipped",
+                            style(self.app, "error", "bold") if counts["fail"] else "bold"))
         for c in sorted(message.checks, key=lambda c: RANK.get(c.status, 9)):
             table.add_row(Text(c.status.upper(), style(self.app, *STYLE.get(c.status, ("", "")))), c.name,
                           Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"),

@@ -1,7 +1,8 @@
 """SettingsScreen: every setting by section, edited in place and saved into the config file.
 
-Up/down move, left/right jump between sections, enter edits the highlighted key (its TOML form), enter saves, esc cancels the edit or
-closes. Dismisses with "restart" (r: restart the server now), "saved" (something was saved) or None.
+Up/down move, left/right jump between sections, enter edits the highlighted key (its TOML form), enter saves,
+esc cancels the edit or closes.
+Dismisses with "restart" (r: restart the server now), "saved" (something was saved) or None.
 """
 
 from __future__ import annotations
@@ -20,11 +21,22 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.palette import style
-from backend.setting_rows import (Row, apply_edit, build_rows, config_target, effect, file_data,
-                                  offer_restart, overrides_text, parse_text, toml_text, type_text)
+from backend.setting_rows import (
+    Row,
+    apply_edit,
+    build_rows,
+    config_target,
+    effect,
+    file_data,
+    offer_restart,
+    overrides_text,
+    parse_text,
+    toml_text,
+    type_text,
+)
 from backend.settings import SCHEMA, ConfigError
 from tui.messages import SettingSaved
+from tui.palette import style
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
 VALUE_W, DEFAULT_W = 26, 14

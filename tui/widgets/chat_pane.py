@@ -24,8 +24,9 @@ COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace it
 
 
 def _preload() -> None:
-    import backend.chat  # noqa: F401
     import rich.markdown  # noqa: F401
+
+    import backend.chat  # noqa: F401
 
 
 class ChatPane(Vertical):

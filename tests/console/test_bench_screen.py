@@ -1,0 +1,36 @@
+"""Pilot tests of the load-test dialog (b) without a server; the real run is in test_e2e.py."""
+
+from __future__ import annotations
+
+from backend.supervisor_client import Poll
+from tests.helpers.console import app_with, closed_port, wait_until
+from tui.screens.bench import BenchScreen
+from tui.screens.main import MainScreen
+
+
+async def test_b_needs_a_ready_server(qhome):
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.press("b")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_a_server_that_does_not_answer_is_explained_and_plus_doubles(qhome):
+    port = closed_port()
+    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "m"}
+    app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
+    async with app.run_test(size=(150, 45)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+        await pilot.press("b")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, BenchScreen))
+        screen = app.screen
+        results = lambda: str(screen.query_one("#results").render())  # noqa: E731
+        assert await wait_until(pilot, lambda: "cannot connect" in results())
+        assert "fix:" in results() and not screen.running
+        assert screen.report["completed"] == 0
+        await pilot.press("plus")
+        assert screen.config.concurrency == 16 and screen.config.requests == 32
+        assert "16 in flight" in str(screen.query_one("#config").render())
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))

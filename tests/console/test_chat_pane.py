@@ -1,0 +1,59 @@
+"""Pilot tests of the chat tab without a server: the error is explained, nothing is kept.
+The streaming path runs against real vLLM in test_e2e.py."""
+
+from __future__ import annotations
+
+from textual.widgets import Input, Static, TabbedContent
+
+from backend.supervisor_client import Poll
+from tests.helpers.console import app_with, closed_port, wait_until
+from tui.widgets.chat_pane import ChatPane
+
+
+async def test_c_opens_the_chat_and_a_dead_server_is_explained(qhome):
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome, f"server.port={closed_port()}")
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.press("c")
+        assert app.screen.query_one(TabbedContent).active == "tab-chat"
+        box = app.screen.query_one("#chat-input", Input)
+        assert box.has_focus
+        await pilot.press(*"hello", "enter")
+        pane = app.screen.query_one(ChatPane)
+        errors = lambda: [str(w.render()) for w in pane.query(".error").results(Static)]  # noqa: E731
+        assert await wait_until(pilot, lambda: errors())
+        assert "cannot connect" in errors()[0] and "fix: start the server" in errors()[0]
+        assert pane.conversation.turns == [] and not pane.streaming
+        assert app.screen.measured_tps is None
+        await pilot.press("escape")  # stays in the chat: the input keeps the keys
+        assert box.has_focus and app.screen.query_one(TabbedContent).active == "tab-chat"
+        await pilot.press("escape")  # a second esc goes back to the log
+        assert app.screen.query_one(TabbedContent).active == "tab-log"
+
+
+async def test_a_running_server_is_asked_at_its_own_address_not_the_edited_one(qhome):
+    """Settings saved while a server runs apply on restart: chat and status bar follow the server."""
+    port = closed_port()
+    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "running-name"}
+    app, _ = app_with([Poll(state=state)], qhome, "server.port=9")
+    async with app.run_test(size=(150, 45)) as pilot:
+        pane = app.screen.query_one(ChatPane)
+        assert await wait_until(pilot, lambda: pane.endpoint is not None)
+        assert pane.endpoint == (f"http://127.0.0.1:{port}", "running-name")
+        await pilot.press("c", *"hi", "enter")
+        errors = lambda: [str(w.render()) for w in pane.query(".error").results(Static)]  # noqa: E731
+        assert await wait_until(pilot, lambda: errors())
+        assert f"127.0.0.1:{port}" in errors()[0]  # not :9 from the edited settings
+        from tui.widgets.status_bar import StatusBar
+        assert f":{port}" in app.screen.query_one(StatusBar).last_text
+
+
+async def test_metrics_panel_says_why_when_a_ready_server_has_no_metrics(qhome):
+    from tui.widgets.metrics_panel import MetricsPanel
+
+    port = closed_port()
+    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "m"}
+    app, _ = app_with([Poll(state=state)], qhome, "console.metrics_interval_s=0.1")
+    async with app.run_test(size=(150, 45)) as pilot:
+        panel = app.screen.query_one(MetricsPanel)
+        assert await wait_until(pilot, lambda: "cannot read" in str(panel.render()))
+        assert f"127.0.0.1:{port}/metrics" in str(panel.render())

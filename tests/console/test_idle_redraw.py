@@ -1,0 +1,31 @@
+"""An idle console does not redraw: polls that bring nothing new leave the panels alone.
+Fed by the SCRIPTED client of test_tui (no server)."""
+
+from __future__ import annotations
+
+from backend.supervisor_client import Poll
+from tests.helpers.console import app_with
+from tui.widgets.figures_panel import FiguresPanel
+from tui.widgets.ledger_panel import LedgerPanel
+from tui.widgets.status_bar import StatusBar
+
+
+async def test_unchanged_polls_redraw_nothing(qhome):
+    """Each poll (5 a second) set the ledger's subtitle and rebuilt the status bar and figures:
+    every one redrew (the ledger alone ~10 ms), about 5 % of a core for a console doing nothing."""
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome, "console.metrics_interval_s=0.05")
+    async with app.run_test(size=(150, 45)) as pilot:
+        await pilot.pause(0.5)
+        counts = {}
+        for cls in (LedgerPanel, StatusBar, FiguresPanel):
+            widget = app.screen.query_one(cls)
+            real = widget.refresh
+            counts[cls.__name__] = 0
+
+            def counting(*a, _real=real, _name=cls.__name__, **kw):
+                counts[_name] += 1
+                return _real(*a, **kw)
+
+            widget.refresh = counting
+        await pilot.pause(1.2)  # about six polls
+        assert counts == {"LedgerPanel": 0, "StatusBar": 0, "FiguresPanel": 0}

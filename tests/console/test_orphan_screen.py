@@ -1,0 +1,146 @@
+"""Pilot tests of the orphan dialog: real processes titled like vLLM stand for what a crash left;
+the dialog kills only the highlighted pid, starts anyway on f, or cancels."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from backend import orphans
+from backend.supervisor_client import Poll
+from tests.helpers.console import NoNvml, app_with, wait_until
+from tests.helpers.procs import VLLM_LIKE, alive
+from tui.screens.main import MainScreen
+from tui.screens.orphans import OrphanScreen
+
+STOPPED = Poll(state={"state": "stopped"})
+
+
+def _scan_of(tree, *roles):
+    found = orphans.scan({}, monitor=NoNvml())
+    pids = {tree.pids[r] for r in roles}
+    return orphans.OrphanScan([p for p in found.processes if p.pid in pids], None, "test")
+
+
+async def _open(pilot, app):
+    await pilot.press("s")
+    assert await wait_until(pilot, lambda: isinstance(app.screen, OrphanScreen))
+    return app.screen
+
+
+async def _highlight(pilot, screen, pid):
+    table = screen.query_one(DataTable)
+    table.move_cursor(row=table.get_row_index(str(pid)))
+    await pilot.pause()
+    assert screen.highlighted_pid() == pid
+
+
+async def test_k_kills_only_the_highlighted_pid_then_start_when_none_is_left(spawn, qhome):
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    p = tree.pids
+    app, client = app_with([STOPPED], qhome)
+    client.orphan_scan = _scan_of(tree, "tp0", "tp1")
+    async with app.run_test(size=(150, 45)) as pilot:
+        screen = await _open(pilot, app)
+        table = screen.query_one(DataTable)
+        assert table.row_count == 2 and client.actions == []  # nothing starts while they are listed
+        assert table.get_row(str(p["tp1"]))[1] == "worker"
+        await _highlight(pilot, screen, p["tp1"])
+        await pilot.press("k")
+        assert await wait_until(pilot, lambda: table.row_count == 1)
+        assert not alive(p["tp1"]) and alive(p["tp0"]) and alive(p["engine"]) and alive(p["api"])
+        assert "stopped in" in str(screen.query_one("#report").render())
+        await pilot.press("k")  # the last one: the dialog closes and the start goes ahead
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert await wait_until(pilot, lambda: client.actions[-1:] == ["start"])
+    assert client.actions == [f"kill {p['tp1']}", f"kill {p['tp0']}", "start"]
+    assert alive(p["engine"]) and alive(p["api"])
+
+
+async def test_f_starts_beside_them_and_esc_cancels(spawn, qhome):
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    app, client = app_with([STOPPED], qhome)
+    client.orphan_scan = _scan_of(tree, "engine")
+    async with app.run_test(size=(150, 45)) as pilot:
+        await _open(pilot, app)
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert await wait_until(pilot, lambda: not app.screen.busy)
+        assert client.actions == []
+        await _open(pilot, app)
+        await pilot.press("f")
+        assert await wait_until(pilot, lambda: client.actions == ["start --allow-orphans"])
+    assert all(alive(pid) for pid in tree.pids.values())
+
+
+async def test_a_pid_that_is_gone_is_reported_not_retried(spawn, qhome):
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    p = tree.pids
+    app, client = app_with([STOPPED], qhome)
+    client.orphan_scan = _scan_of(tree, "tp0", "tp1")
+    async with app.run_test(size=(150, 45)) as pilot:
+        screen = await _open(pilot, app)
+        import os
+        import signal
+
+        os.kill(p["tp0"], signal.SIGKILL)  # exits between the scan and the key press
+        await pilot.pause(0.3)
+        await _highlight(pilot, screen, p["tp0"])
+        await pilot.press("k")
+        assert await wait_until(pilot, lambda: "another program" in str(screen.query_one("#report").render()))
+        assert isinstance(app.screen, OrphanScreen) and alive(p["tp1"])
+
+
+async def test_a_plan_that_will_fail_is_shown_before_a_start(qhome):
+    """40 heads cannot be split over 3 GPUs: the ledger says so before anything launches."""
+    from tui.screens.preflight import PreflightScreen
+
+    app, client = app_with([STOPPED], qhome, "server.tensor_parallel_size=3", "planner.gpu_count=4")
+    async with app.run_test(size=(150, 45)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.plan is not None)
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen))
+        assert "tp-not-divisible" in str(app.screen.query_one("#problems").render())
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await pilot.pause(0.2)
+        assert client.actions == [] and not app.screen.busy
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen))
+        await pilot.press("f")
+        assert await wait_until(pilot, lambda: client.actions == ["start"])
+
+
+async def test_a_pid_another_supervisor_runs_offers_to_stop_that_supervisor(spawn, qhome, tmp_path):
+    """Issue 20's "two supervisors on one port": its children are listed with it and never
+    killed (it would restart them); k, then k again, stops that supervisor."""
+    from tests.helpers.fake_supervisor import start_fake_supervisor
+
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    home = tmp_path / "other-home"
+    proc, write = start_fake_supervisor(tmp_path, home=home)
+    try:
+        write(path=home / "state" / "server.json", port=8011, pid=tree.pids["api"], pgid=tree.pgid)
+        app, client = app_with([STOPPED], qhome)
+        found = orphans.scan({}, monitor=NoNvml())
+        client.orphan_scan = orphans.OrphanScan([p for p in found.processes if p.pid in tree.pids.values()],
+                                                None, "test", found.supervisors)
+        stopped = []
+        client.stop_supervisor = lambda info: stopped.append(info.pid) or "stopped"
+        async with app.run_test(size=(150, 45)) as pilot:
+            screen = await _open(pilot, app)
+            table = screen.query_one(DataTable)
+            assert table.get_row(str(proc.pid))[1] == "supervisor"
+            assert str(home / "state") in table.get_row(str(proc.pid))[4]
+            assert table.get_row(str(tree.pids["api"]))[1] == f"api_server (sup {proc.pid})"
+            await _highlight(pilot, screen, tree.pids["engine"])
+            await pilot.press("k")
+            await pilot.pause(0.2)
+            report = str(screen.query_one("#report").render())
+            assert "would only restart it" in report and "k again" in report
+            assert client.actions == [] and alive(tree.pids["engine"])
+            await pilot.press("k")
+            assert await wait_until(pilot, lambda: stopped == [proc.pid])
+        assert all(alive(pid) for pid in tree.pids.values())  # nothing of it killed by pid
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,46 @@
+"""benchmarks/bench_vs_vllm.py's bookkeeping, on recorded figures (no server, no vLLM): ratios of
+the per-round medians, what the server saw per tool, and the warning when the work differed."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from tests.helpers import ROOT
+
+spec = importlib.util.spec_from_file_location("bench_vs_vllm", ROOT / "benchmarks" / "bench_vs_vllm.py")
+vs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(vs)
+
+
+def row(k, q_tps, v_tps, q_ttft, v_ttft, q_computed=168.0, v_computed=168.0):
+    figs = {f: None for f in vs.FIGURES}
+    q = dict(figs, output_tok_s=q_tps, ttft_mean_ms=q_ttft)
+    v = dict(figs, output_tok_s=v_tps, ttft_mean_ms=v_ttft)
+    q["server_saw"] = {"prompt_tokens": 167.0, "output_tokens": 128.0, "prompt_tokens_computed": q_computed}
+    v["server_saw"] = {"prompt_tokens": 168.5, "output_tokens": 128.0, "prompt_tokens_computed": v_computed}
+    return {"round": k, "qwen": q, "vllm": v}
+
+
+def test_ratios_of_medians_and_the_target():
+    rounds = [row(1, 990, 1000, 300, 310), row(2, 700, 1000, 500, 300), row(3, 1010, 1000, 305, 300)]
+    r = vs.summarize(rounds)
+    assert r["output_tok_s"] == {"qwen_tui": 990, "vllm": 1000, "ratio": 0.99, "within_target": True}
+    assert r["ttft_mean_ms"]["ratio"] == round(305 / 300, 3) and r["ttft_mean_ms"]["within_target"]
+    assert "within_target" not in r["tpot_mean_ms"]
+    assert vs.comparable(rounds) == []
+
+
+def test_prefix_cache_hits_on_one_side_are_flagged():
+    """On the demo's 525-id vocabulary vLLM's random prompts shared prefixes: the cache served ~30 %."""
+    rounds = [row(k, 1000, 1000, 300, 300, v_computed=118.0) for k in (1, 2)]
+    assert any("computed" in w for w in vs.comparable(rounds))
+
+
+def test_what_the_server_saw_per_request():
+    before = {"prompt": 0.0, "generation": 0.0, "requests": 10.0, "ttft_sum": 1.0, "ttft_count": 10.0,
+              "computed": 0.0}
+    after = {"prompt": 168.0 * 4, "generation": 512.0, "requests": 14.0, "ttft_sum": 2.0, "ttft_count": 14.0,
+             "computed": 100.0 * 4}
+    saw = vs.per_request(before, after)
+    assert saw == {"requests": 4.0, "prompt_tokens": 168.0, "output_tokens": 128.0, "ttft_mean_ms": 250.0,
+                   "prompt_tokens_computed": 100.0}

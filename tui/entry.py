@@ -1,0 +1,35 @@
+"""The `qwen-tui` entry point: headless subcommands from backend.cli, the console without one."""
+
+from __future__ import annotations
+
+import sys
+
+
+def run_console(args) -> int:
+    from backend.cli import load_settings
+    from backend.cli.commands import global_argv
+    from backend.gpu import GpuMonitor
+    from backend.supervisor_client import ServerClient
+    from tui.app import make_app, start_exit_watchdog
+
+    settings = load_settings(args)
+    gpus = GpuMonitor()
+    try:
+        app = make_app(settings, ServerClient(global_argv(args)), gpus)
+        app.run()
+    finally:
+        gpus.shutdown()
+    # the screen is restored: whatever still runs (a thread in a blocking call) must not keep
+    # the process alive past its quit (it used to, for up to a minute, deaf to SIGTERM)
+    start_exit_watchdog(app.return_code or 0)
+    return app.return_code or 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from backend.cli import main as cli_main
+
+    return cli_main(argv, console=run_console)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
