@@ -55,8 +55,14 @@ def status_lines(st: ops.ClusterStatus) -> list[str]:
     out = [head, f"{'box':<10} {'state':<9} {'health':<7} {'router':<10} {'run':>4} {'wait':>4} {'KV tokens':>10} "
                  f"{'max conc':>8} {'share':>6}  error"]
     for b in st.boxes:
-        where = ("drained" if b.drained else "-") if b.in_router is False else \
-            ("-" if b.in_router is None else ("healthy" if b.router_healthy else "unhealthy"))
+        if b.in_router is None:
+            where = "-"
+        elif not b.in_router:
+            where = "drained" if b.drained else "-"
+        elif not b.router_healthy:
+            where = "unhealthy"
+        else:
+            where = "breaker open" if b.breaker_open else "healthy"
         share = "-" if b.share is None else f"{b.share * 100:.0f}%"
         out.append(f"{b.name:<10} {b.state or '?':<9} {'ok' if b.healthy else 'down':<7} {where:<10} "
                    f"{_fmt(b.running):>4} {_fmt(b.waiting):>4} {_fmt(b.kv_tokens, ',d') if b.kv_tokens else '-':>10} "

@@ -31,6 +31,7 @@ class BoxRow:
     error: str | None = None
     in_router: bool | None = None  # None: no router, or it could not be asked
     router_healthy: bool | None = None
+    breaker_open: bool | None = None  # the router's circuit breaker for it (vllm_router_cb_state != 0)
     drained: bool = False
     healthy: bool = False  # its own /health answers 200
     running: float | None = None
@@ -114,7 +115,11 @@ def router_view(cluster: Cluster) -> tuple[RouterView, dict[str, dict[str, Any]]
         r = c.readiness()
         view.reachable = True
         view.ready, view.healthy_workers, view.total_workers = r["ready"], r["healthy_workers"], r["total_workers"]
-        return view, c.workers()
+        workers = c.workers()
+        breakers = c.breakers(cluster.router_metrics_url)
+        for url, w in workers.items():
+            w["cb_state"] = breakers.get(url)
+        return view, workers
     except rt.RouterError as e:
         view.error = str(e)
         return view, None
@@ -136,6 +141,8 @@ def status(cluster: Cluster) -> ClusterStatus:
             w = workers.get(row.api_url)
             row.in_router = w is not None
             row.router_healthy = bool(w.get("is_healthy")) if w else None
+            cb = w.get("cb_state") if w else None
+            row.breaker_open = None if cb is None else cb != 0
     shares(rows)
     return ClusterStatus(router=view, boxes=rows)
 
@@ -191,19 +198,44 @@ def _running(box: Box) -> float | None:
         return None
 
 
+def _wait_for_the_others(cluster: Cluster, c: rt.RouterClient, box: Box, limit: float,
+                         on_step: StepFn | None) -> None:
+    """Before a box leaves the router, at least one other box must take its traffic: healthy in
+    /workers with its circuit breaker closed (an open breaker, e.g. just after that box was
+    killed, answers 503 "No available workers" until the breaker's timeout). Waits up to `limit`."""
+    t0, said = time.time(), False
+    while True:
+        workers = c.workers()
+        if box.api_url not in workers:
+            return  # already out: nothing changes for the traffic
+        breakers = c.breakers(cluster.router_metrics_url)
+        others = [u for u, w in workers.items() if u != box.api_url and w.get("is_healthy")]
+        ready = [u for u in others if breakers.get(u, 0.0) == 0.0]
+        if ready:
+            return
+        if not others:
+            raise ClusterError(f"{box.name} is the only healthy box in the router: draining it stops the service "
+                               "(--force to drain anyway)")
+        if time.time() - t0 > limit:
+            raise ClusterError(f"the other boxes' circuit breakers stayed open for {limit:g} s: {box.name} "
+                               "not drained (--force to drain anyway)")
+        if not said:
+            _say(on_step, f"{box.name}: waiting for another box's circuit breaker to close first")
+            said = True
+        time.sleep(0.5)
+
+
 def drain(cluster: Cluster, name: str, on_step: StepFn | None = None, force: bool = False,
           timeout: float | None = None) -> dict[str, Any]:
     """Take the box out of the router, then wait until its running requests reach 0 (or the timeout)."""
     box = cluster.box(name)
     if cluster.router == "none":
         raise ClusterError("cluster.router = \"none\": there is no router to drain a box from")
+    limit = cluster.drain_timeout_s if timeout is None else timeout
     c = rt.RouterClient(cluster.router_url)
     try:
-        workers = c.workers()
-        others = [u for u, w in workers.items() if u != box.api_url and w.get("is_healthy")]
-        if not others and not force and box.api_url in workers:
-            raise ClusterError(f"{name} is the only healthy box in the router: draining it stops the service "
-                               "(--force to drain anyway)")
+        if not force:
+            _wait_for_the_others(cluster, c, box, limit, on_step)
         rt.set_drained(name, True)
         c.remove_worker(box.api_url)
     except rt.RouterError as e:
@@ -211,7 +243,6 @@ def drain(cluster: Cluster, name: str, on_step: StepFn | None = None, force: boo
     finally:
         c.close()
     _say(on_step, f"{name}: removed from the router; waiting for its running requests to finish")
-    limit = cluster.drain_timeout_s if timeout is None else timeout
     t0 = time.time()
     running = _running(box)
     while running and time.time() - t0 < limit:

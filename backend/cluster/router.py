@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -163,6 +164,21 @@ class RouterClient:
             raise RouterError(f"router remove_worker {url}: {type(e).__name__}: {e or 'no answer'}") from None
         if r.status_code >= 400 and "not found" not in r.text.lower():
             raise RouterError(f"router remove_worker {url}: HTTP {r.status_code} {r.text[:200]}")
+
+    def breakers(self, metrics_url: str) -> dict[str, float]:
+        """URL -> vllm_router_cb_state (0 closed; open or half-open otherwise) from the router's
+        Prometheus endpoint; {} when it cannot be read. A worker whose breaker is open gets no
+        requests even while /workers calls it healthy."""
+        text = self.metrics_text(metrics_url) or ""
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            m = re.match(r'vllm_router_cb_state\{[^}]*worker="([^"]+)"[^}]*\}\s+(\S+)', line)
+            if m:
+                try:
+                    out[m.group(1).rstrip("/")] = float(m.group(2))
+                except ValueError:
+                    continue
+        return out
 
     def metrics_text(self, metrics_url: str) -> str | None:
         try:

@@ -43,7 +43,9 @@ def router_cell(b: ops.BoxRow) -> str:
         return "-"
     if not b.in_router:
         return "drained" if b.drained else "not in router"
-    return "healthy" if b.router_healthy else "UNHEALTHY"
+    if not b.router_healthy:
+        return "UNHEALTHY"
+    return "breaker open" if b.breaker_open else "healthy"
 
 
 class ClusterScreen(Screen):
