@@ -28,3 +28,9 @@ def cache_dir() -> Path:
 def state_dir() -> Path:
     h = _home()
     return h / "state" if h else Path(platformdirs.user_state_dir(APP))
+
+
+def data_dir() -> Path:
+    """Where `qwen-tui pull` puts models unless told otherwise (XDG data dir)."""
+    h = _home()
+    return h / "data" if h else Path(platformdirs.user_data_dir(APP))

@@ -124,6 +124,7 @@ class ReportReady(Message):
         self.text, self.redactions, self.error = text, redactions, error
 
 
+<<<<<<< HEAD
 class ClusterPolled(Message):
     """One look at every box and the router (backend.cluster.ops.ClusterStatus), or why there is none."""
 
@@ -138,3 +139,20 @@ class ClusterStep(Message):
     def __init__(self, text: str, done: bool = False, error: bool = False) -> None:
         super().__init__()
         self.text, self.done, self.error = text, done, error
+=======
+class PullStarted(Message):
+    """A `qwen-tui pull` process was started (its pid and log), or why not."""
+
+    def __init__(self, pid: int | None, log: str | None, error: str | None = None) -> None:
+        super().__init__()
+        self.pid, self.log, self.error = pid, log, error
+
+
+class PullPolled(Message):
+    """The pull's state file (backend/pull/state.py), whether its process is that pull and alive, and
+    why the file was not believed."""
+
+    def __init__(self, state: dict | None, alive: bool, why: str | None = None) -> None:
+        super().__init__()
+        self.state, self.alive, self.why = state, alive, why
+>>>>>>> main

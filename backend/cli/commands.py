@@ -501,6 +501,18 @@ def cmd_bench(args) -> int:
     return run_cli(load_settings(args), cfg, args.json)
 
 
+def cmd_pull(args) -> int:
+    from backend.pull.cli import cmd_pull as run
+
+    return run(args)
+
+
+def _pull_args(p: argparse.ArgumentParser) -> None:
+    from backend.pull.cli import add_args
+
+    add_args(p)
+
+
 def _no_args(p: argparse.ArgumentParser) -> None:
     pass
 
@@ -604,6 +616,8 @@ COMMANDS = {
               _sleep_args),
     "wake": (cmd_wake, "bring a sleeping server back to READY", _json_arg),
     "report": (cmd_report, "a paste-ready triage report (Markdown), redacted", _report_args),
+    "pull": (cmd_pull, "download a model repo (Hugging Face, a mirror, ModelScope) with progress, resume and "
+             "verification", _pull_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
 }
 

@@ -157,6 +157,9 @@ def check_model(ctx: Context) -> Check:
                   for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
     get = f"huggingface-cli download {model}" + (f" --cache-dir {root}" if ctx.server.get("download_dir") else "")
     if snap is None:
+        pulled = _pulled(ctx, model, root, fmt)
+        if pulled is not None:
+            return pulled
         size = _download_bytes(ctx)
         what = f"{model} is not downloaded (looked in {repo_dir})"
         elsewhere = [r for r in (hf_cache_root(None, ctx.server_env, ctx.env.home),
@@ -169,7 +172,8 @@ def check_model(ctx: Context) -> Check:
         if offline:
             return Check("model", "fail", f"{what} and HF_HUB_OFFLINE is set", f"{get} on a machine with network")
         return Check("model", "warn", f"{what}: the first start downloads it"
-                     + (f" (~{gb(size)})" if size else ""), f"download it first: {get}")
+                     + (f" (~{gb(size)})" if size else ""),
+                     f"download it first: qwen-tui pull --set-model {model} (or {get}); in the console: g")
     bad, summary = folder_problems(snap, fmt)
     partial = list((repo_dir / "blobs").glob("*.incomplete"))
     if bad or partial:
@@ -178,6 +182,29 @@ def check_model(ctx: Context) -> Check:
                      f"{model} in {snap}: {bad or 'download not finished'}{extra}",
                      f"finish the download: {get}")
     return Check("model", "ok", f"{model} in the Hugging Face cache ({snap}): {summary}")
+
+
+def _pulled(ctx: Context, model: str, root: Path, fmt: str) -> Check | None:
+    """What `qwen-tui pull` has of this repo id in its default folder, or None."""
+    from backend.pull import state as pull_state
+    from backend.pull.progress import overall_line
+    from backend.pull.run import default_local_dir
+
+    folder = default_local_dir(model)
+    live = pull_state.running()
+    if live and live.get("repo_id") == model:
+        prog = overall_line(live["progress"]) if live.get("progress") else live.get("phase", "starting")
+        return Check("model", "warn", f"{model} is being pulled into {live.get('local_dir') or folder}: {prog}",
+                     "wait for it (qwen-tui pull --status); --set-model or the pull screen then sets server.model")
+    if not folder.is_dir():
+        return None
+    bad, summary = folder_problems(folder, fmt)
+    if bad:
+        return Check("model", "warn", f"a pull of {model} into {folder} is not finished: {bad}",
+                     f"qwen-tui pull --set-model {model} continues it")
+    return Check("model", "warn", f"{model} was pulled into {folder} ({summary}), but server.model is the repo "
+                 f"id: vLLM would download it again into {root}", f'server.model = "{folder}" '
+                 f"(qwen-tui --set server.model={folder} for one run)")
 
 
 def _download_bytes(ctx: Context) -> int | None:
@@ -201,19 +228,37 @@ def check_disk(ctx: Context) -> Check:
     model_check = ctx.results.get("model")
     if model_check is not None and model_check.status == "ok":
         return Check("disk", "ok", f"{gb(free)} free in {probe}; the model is already downloaded")
+    if model_check is not None and "was pulled into" in model_check.message:
+        return Check("disk", "ok", f"{gb(free)} free in {probe}; the model is already pulled")
     size = _download_bytes(ctx)
     if size is None:
         return Check("disk", "ok", f"{gb(free)} free in {probe}; model size unknown")
     repo_dir = root / ("models--" + model.replace("/", "--"))
     have = sum(f.stat().st_size for f in (repo_dir / "blobs").glob("*") if f.is_file()) if repo_dir.is_dir() else 0
     need = max(0, size - have)
-    msg = f"{gb(free)} free in {probe}; the download needs ~{gb(need)}"
+    msg = f"{gb(free)} free in {probe}; the download needs ~{gb(need)}" + _pull_space(ctx, model, probe)
     fix = f"free space there, or set server.download_dir to a folder on a disk with {gb(need * 1.1)} free"
     if free < need:
         return Check("disk", "fail", msg, fix)
     if free < need * 1.1:
         return Check("disk", "warn", msg + " (less than 10% to spare)", fix)
     return Check("disk", "ok", msg)
+
+
+def _pull_space(ctx: Context, model: str, cache_probe: Path) -> str:
+    """The free space where `qwen-tui pull` would put the model, when that is another folder."""
+    from backend.pull.run import default_local_dir
+
+    probe = default_local_dir(model)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe == cache_probe:
+        return ""
+    try:
+        st = ctx.env.statvfs(str(probe))
+    except OSError:
+        return ""
+    return f"; {gb(st.f_frsize * st.f_bavail)} free in {probe} (where qwen-tui pull puts it)"
 
 
 # -- 12. the supervised server -----------------------------------------------------------------------

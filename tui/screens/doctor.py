@@ -32,6 +32,7 @@ def column_widths(screen_width: int) -> tuple[int, int, int, int]:
 class DoctorScreen(ModalScreen[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
+                Binding("g", "pull", "Get the model (pull)", id="pull"),
                 Binding("escape", "dismiss", "Close", id="close")]
 
     def compose(self) -> ComposeResult:
@@ -68,10 +69,22 @@ class DoctorScreen(ModalScreen[None]):
         summary.update(Text(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failed, "
                             f"{counts['skip']} skipped",
                             style(self.app, "error", "bold") if counts["fail"] else "bold"))
+        offer = any(c.name == "model" and "qwen-tui pull" in (c.fix or "") for c in message.checks)
+        self.query_one("#keys", Label).update("r: run again   " + ("g: get the model (pull)   " if offer else "")
+                                              + "esc: close")
         for c in sorted(message.checks, key=lambda c: RANK.get(c.status, 9)):
             table.add_row(Text(c.status.upper(), style(self.app, *STYLE.get(c.status, ("", "")))), c.name,
                           Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"),
                           key=c.name, height=None)
+
+    def action_pull(self) -> None:
+        """The model check says the repo id is not downloaded: the pull screen, for that repo id."""
+        from tui.screens.pull import PullScreen, looks_like_repo_id
+
+        model = str(self.app.settings.server.get("model") or "")
+        main = self.app.main_screen
+        self.app.push_screen(PullScreen(model if looks_like_repo_id(model) else None),
+                             main._settings_closed if main is not None else None)
 
     def action_rerun(self) -> None:
         self.query_one("#summary", Label).update("running the checks…")

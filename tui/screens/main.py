@@ -55,6 +55,7 @@ class MainScreen(ServerActions, Screen):
         Binding("t", "report", "Report", id="report"),
         Binding("z", "sleep_wake", "Sleep/Wake", id="sleep"),
         Binding("n", "cluster", "Cluster", id="cluster"),
+        Binding("g", "pull", "Get model", id="pull"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
         Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input
@@ -94,6 +95,7 @@ class MainScreen(ServerActions, Screen):
         self.narrow = False
         self._chat_escape_at = 0.0
         self.compute_plan()
+        self.check_pull()
         self.poll_server()
         self.read_metrics()
         if self.app.gpus is not None and self.app.gpus.available():
@@ -207,6 +209,20 @@ class MainScreen(ServerActions, Screen):
         from tui.screens.doctor import DoctorScreen
 
         self.app.push_screen(DoctorScreen())
+
+    def action_pull(self, repo_id: str | None = None) -> None:
+        from tui.screens.pull import PullScreen
+
+        self.app.push_screen(PullScreen(repo_id), self._settings_closed)
+
+    @work(group="pull-check", exclusive=True, exit_on_error=False)
+    async def check_pull(self) -> None:
+        """A pull that a previous console (or `pull --detach`) started: say so once."""
+        from backend.pull import state as pull_state
+
+        live = await asyncio.to_thread(pull_state.running)
+        if live:
+            self.notify(f"a pull of {live.get('repo_id')} is running (pid {live.get('pid')}): g shows it", timeout=8)
 
     def action_report(self) -> None:
         from tui.screens.report import ReportScreen
