@@ -124,7 +124,6 @@ class ReportReady(Message):
         self.text, self.redactions, self.error = text, redactions, error
 
 
-<<<<<<< HEAD
 class ClusterPolled(Message):
     """One look at every box and the router (backend.cluster.ops.ClusterStatus), or why there is none."""
 
@@ -139,7 +138,8 @@ class ClusterStep(Message):
     def __init__(self, text: str, done: bool = False, error: bool = False) -> None:
         super().__init__()
         self.text, self.done, self.error = text, done, error
-=======
+
+
 class PullStarted(Message):
     """A `qwen-tui pull` process was started (its pid and log), or why not."""
 
@@ -155,4 +155,3 @@ class PullPolled(Message):
     def __init__(self, state: dict | None, alive: bool, why: str | None = None) -> None:
         super().__init__()
         self.state, self.alive, self.why = state, alive, why
->>>>>>> main
