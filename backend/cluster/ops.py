@@ -78,10 +78,21 @@ class ClusterStatus:
         return all(b.healthy and b.router_healthy is not False for b in self.boxes)
 
 
-def _box_row(cluster: Cluster, box: Box) -> BoxRow:
+BOX_FIELDS = ("reachable", "state", "kv_tokens", "max_concurrency", "gpu", "uptime_s", "error")
+
+
+def _box_row(cluster: Cluster, box: Box, last: BoxRow | None = None) -> BoxRow:
+    """The box's own `status --json` (through its transport) and its /health and /metrics; with
+    `last`, the status fields are last time's and only the HTTP reads are made (a status over ssh
+    is a process and a connection per box: the console asks for it less often)."""
     row = BoxRow(name=box.name, api_url=box.api_url, transport=box.transport)
-    ans = transport.run(box, ["status", "--json"], cluster.command_timeout_s)
-    if ans.data is None:
+    if last is not None:
+        for f in BOX_FIELDS:
+            setattr(row, f, getattr(last, f))
+    ans = transport.run(box, ["status", "--json"], cluster.command_timeout_s) if last is None else None
+    if ans is None:
+        pass
+    elif ans.data is None:
         row.error = ans.error
     else:
         st = ans.data
@@ -127,10 +138,12 @@ def router_view(cluster: Cluster) -> tuple[RouterView, dict[str, dict[str, Any]]
         c.close()
 
 
-def status(cluster: Cluster) -> ClusterStatus:
-    """One row per box (asked in parallel) and the router's view of them."""
+def status(cluster: Cluster, last: ClusterStatus | None = None) -> ClusterStatus:
+    """One row per box (asked in parallel) and the router's view of them. With `last`, each box's
+    own status is not asked again (see _box_row): only /health, /metrics and the router."""
+    before = {b.name: b for b in last.boxes} if last is not None else {}
     with ThreadPoolExecutor(max_workers=min(8, len(cluster.boxes) + 1)) as pool:
-        rows_f = [pool.submit(_box_row, cluster, b) for b in cluster.boxes]
+        rows_f = [pool.submit(_box_row, cluster, b, before.get(b.name)) for b in cluster.boxes]
         view_f = pool.submit(router_view, cluster)
         rows = [f.result() for f in rows_f]
         view, workers = view_f.result()
@@ -290,8 +303,9 @@ def serve_box(cluster: Cluster, name: str, on_step: StepFn | None = None) -> dic
                         cluster.ready_timeout_s + 60)
     st = ans.data or {}
     ok = ans.rc == 0 and st.get("state") == "ready"
-    if not ok and st.get("state") in ("starting", "ready") and "already supervised" in ans.stderr:
-        ok = st.get("state") == "ready"
+    if not ok and "already supervised" in ans.stderr:  # it runs already: fine once it is READY
+        now = transport.run(box, ["status", "--json"], cluster.command_timeout_s).data or {}
+        st, ok = now, now.get("state") == "ready"
     error = None if ok else (ans.error or (ans.stderr.strip().splitlines() or [f"state {st.get('state')}"])[-1])
     _say(on_step, f"{name}: {'ready' if ok else 'not ready: ' + str(error)}")
     return {"ok": ok, "box": name, "state": st.get("state"), "error": error}

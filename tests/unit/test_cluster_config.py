@@ -159,3 +159,21 @@ def test_cluster_commands_without_a_cluster_say_so(qhome, tmp_path):
     r = subprocess.run([sys.executable, "-m", "backend.cli", "--config", str(cfg), "router", "print-command",
                         "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60, env=dict(os.environ))
     assert r.returncode == 0 and json.loads(r.stdout)["argv"][1:3] == ["--host", "127.0.0.1"]
+
+
+def test_a_status_with_the_last_one_reads_only_http(qhome, monkeypatch):
+    """The console asks each box's own status less often: with `last`, only /health and /metrics."""
+    from tests.helpers.stub_openai import StubServer
+
+    with StubServer() as stub:
+        text = ('[cluster]\nrouter = "none"\n\n[[cluster.box]]\nname = "b"\n'
+                f'qwen_tui = ["sh", "-c", "echo \'{{\\"state\\": \\"ready\\"}}\'"]\napi_url = "{stub.base_url}"\n')
+        c = _cluster(text)
+        first = ops.status(c)
+        assert first.boxes[0].state == "ready" and first.boxes[0].healthy and first.boxes[0].requests_total == 0
+        monkeypatch.setattr(transport, "run", lambda *a, **k: pytest.fail("asked the box's own status again"))
+        again = ops.status(c, first)
+        assert again.boxes[0].state == "ready" and again.boxes[0].healthy and again.router.kind == "none"
+        stub.stop()
+        gone = ops.status(c, first)
+        assert gone.boxes[0].healthy is False and gone.boxes[0].state == "ready"  # said at the next full look

@@ -27,6 +27,8 @@ def test_serve_status_kill_and_stop_two_local_boxes_without_a_router(tmp_path, q
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert [b["state"] for b in out["boxes"]] == ["ready", "ready"] and out["router"] is None
+    again = cli(cfg, "cluster", "serve", "--json")  # already running and READY: fine, nothing started
+    assert again.returncode == 0 and all(b["ok"] for b in json.loads(again.stdout)["boxes"]), again.stderr
 
     r = cli(cfg, "cluster", "status", "--json")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -21,6 +21,7 @@ from backend.cluster.config import Cluster
 from tui.messages import ClusterPolled, ClusterStep
 from tui.palette import style
 
+BOX_EVERY = 6  # polls between two asks of each box's own status (30 s at the default 5 s)
 COLUMNS = ("box", "state", "health", "router", "run", "wait", "KV tokens", "max conc", "share", "error")
 
 
@@ -65,6 +66,7 @@ class ClusterScreen(Screen):
         self.busy = False
         self._last_totals: dict[str, float] = {}
         self.polls = 0
+        self._want_full = False
 
     def compose(self) -> ComposeResult:
         yield Label("router: asking…", id="router")
@@ -81,10 +83,20 @@ class ClusterScreen(Screen):
         self.poll()
 
     # -- the poll ------------------------------------------------------------------------------------
+    def _full_poll_due(self) -> bool:
+        """Each box's own `status --json` (a process, over ssh a connection) every BOX_EVERY polls,
+        after an action and whenever a box's /health changed; /health, /metrics and the router on every poll."""
+        st = self.status
+        if st is None or self.polls % BOX_EVERY == 0 or self.busy or self._want_full:
+            return True
+        return any(b.healthy != (b.state == "ready") for b in st.boxes)
+
     @work(thread=True, group="cluster-poll", exclusive=True, exit_on_error=False)
     def poll(self) -> None:
+        full = self._full_poll_due()
+        self._want_full = False
         try:
-            st = ops.status(self.cluster)
+            st = ops.status(self.cluster, None if full else self.status)
         except Exception as e:  # a poll never closes the console: it says why
             self.post_message(ClusterPolled(None, f"{type(e).__name__}: {e}"))
             return
@@ -189,6 +201,7 @@ class ClusterScreen(Screen):
         self.query_one(Log).write_line(message.text)
         if message.done:
             self.busy = False
+            self._want_full = True
             self.notify(message.text, severity="error" if message.error else "information")
 
     def action_close(self) -> None:
