@@ -31,6 +31,7 @@ def state_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """Where `qwen-tui pull` puts models unless told otherwise (XDG data dir)."""
+    """Results and models kept for the user (XDG data dir): `qwen-tui pull` models unless told
+    otherwise, load-test sweeps under sweeps/."""
     h = _home()
     return h / "data" if h else Path(platformdirs.user_data_dir(APP))

@@ -115,6 +115,16 @@ def demo_keys(settings: Settings) -> set[tuple[str, str]]:
     return {(sec, k) for sec, table in values.items() for k, v in table.items() if v is not marker}
 
 
+def profile_keys(settings: Settings) -> set[tuple[str, str]]:
+    """(section, key) pairs the active workload profile sets for this run."""
+    name = getattr(settings, "profile", None)
+    if not name:
+        return set()
+    from backend.profiles import overlay_of
+
+    return {("server", k) for k in overlay_of((settings.profiles or {}).get(name, {}))}
+
+
 def file_data(path: Path) -> dict[str, Any]:
     """The file's own tables ({} when it does not exist yet). Raises ConfigError."""
     return read_toml(path) if path.is_file() else {}
@@ -127,7 +137,7 @@ class Row:
     spec: Key
     value: Any  # this run's value
     file_value: Any  # the value written in the file; _MISSING when absent
-    source: str  # "default", "file", "demo" or "--set"
+    source: str  # "default", "file", "demo", "profile" or "--set"
     override: str = ""  # the --set text, for source "--set"
 
     @property
@@ -148,7 +158,7 @@ class Row:
 
     @property
     def forced(self) -> bool:
-        return self.source in ("demo", "--set")
+        return self.source in ("demo", "profile", "--set")
 
     @property
     def secret(self) -> bool:
@@ -198,6 +208,8 @@ class Row:
             return f"this run: --set {self.override}"
         if self.source == "demo":
             return "this run: forced by --demo"
+        if self.source == "profile":
+            return f"this run: {self.override}"
         return "from the file" if self.source == "file" else "default"
 
 
@@ -206,6 +218,7 @@ def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[R
     if data is None:
         data = file_data(config_target(settings))
     sets, demo = set_keys(settings), demo_keys(settings)
+    profile = profile_keys(settings)
     rows = []
     for section, table in SCHEMA.items():
         current = getattr(settings, section)
@@ -213,12 +226,15 @@ def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[R
         for key, spec in table.items():
             if (section, key) in sets:
                 source = "--set"
+            elif (section, key) in profile:
+                source = "profile"
             elif (section, key) in demo:
                 source = "demo"
             else:
                 source = "file" if key in written else "default"
             rows.append(Row(section, key, spec, current.get(key), written.get(key, _MISSING), source,
-                            sets.get((section, key), "")))
+                            sets.get((section, key), "") or (f"profile {settings.profile}"
+                                                             if source == "profile" else "")))
     return rows
 
 
@@ -230,6 +246,10 @@ def overrides_text(settings: Settings) -> list[str]:
         other = sorted(f"{s}.{k}" for s, k in demo if s != "server")
         lines.append("--demo replaces all of [server]" + (f" and {', '.join(other)}" if other else "")
                      + " for this run; saves still go to the file, for runs without --demo")
+    if getattr(settings, "profile", None):
+        keys = sorted(k for _, k in profile_keys(settings))
+        lines.append(f"profile {settings.profile} sets {', '.join(keys) or 'nothing'} for this run (p picks "
+                     "another); saves still go to the file's [server]")
     sets = set_keys(settings)
     if sets:
         lines.append("--set for this run: " + ", ".join(sets.values()))
@@ -277,7 +297,8 @@ def reload(settings: Settings, path: Path | None = None) -> Settings:
     """The same run's settings read again: the same file (or `path`), --demo and --set."""
     target = path or (Path(settings.source) if settings.source else None)
     config = str(target) if target is not None and target.is_file() else None
-    return load(config=config, demo=settings.demo, overrides=list(settings.overrides))
+    return load(config=config, demo=settings.demo, overrides=list(settings.overrides),
+                profile=getattr(settings, "profile", None))
 
 
 @dataclass
@@ -302,7 +323,8 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
     shown = ("removed (default applies)" if edit.unset else
              f"= {MASK}" if secret else f"= {toml_text(edit.value)}")
     note = f"{dotted} {shown}, saved to {path}"
-    forced = set_keys(settings).get((section, key)) or ((section, key) in demo_keys(settings) and "--demo")
+    forced = (set_keys(settings).get((section, key)) or ((section, key) in demo_keys(settings) and "--demo")
+              or ((section, key) in profile_keys(settings) and f"profile {settings.profile}"))
     if forced:
         kept = MASK if secret else (toml_text(getattr(new, section).get(key)) or "(unset)")
         note += f"; this run keeps {kept} ({forced})"

@@ -158,6 +158,8 @@ class Settings:
     source: Path | None = None
     demo: bool = False
     overrides: list[str] = field(default_factory=list)
+    profile: str | None = None  # the active workload profile ([profiles.NAME] over [server])
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # every known profile
 
     @property
     def env(self) -> dict[str, str]:
@@ -196,7 +198,8 @@ class Settings:
         if server.get("api_key"):
             server["api_key"] = "<hidden>"
         return {"server": server, "console": dict(self.console),
-                "planner": dict(self.planner), "chat": dict(self.chat), "demo": self.demo}
+                "planner": dict(self.planner), "chat": dict(self.chat), "demo": self.demo,
+                "profile": self.profile}
 
 
 def _type_name(t: type | tuple[type, ...]) -> str:
@@ -289,6 +292,16 @@ def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, te
             raise ConfigError(f"{at}: '{section}' must be a table like [{section}]")
         if section in OWN_SECTIONS:
             continue  # read and checked by its own module
+        if section == "profiles":  # [profiles.NAME]: overlays of [server] keys (backend/profiles.py)
+            from backend.profiles import check_profiles
+
+            for name, overlay in table.items():
+                try:
+                    base.setdefault("profiles", {}).update(check_profiles({name: overlay}))
+                except ConfigError as e:
+                    line = locate(text, f"profiles.{name}") or locate(text, section)
+                    raise ConfigError(f"{where}:{line or 1}: {e}") from None
+            continue
         if section not in SCHEMA:
             raise ConfigError(f"{at}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
         for key, value in table.items():
@@ -376,16 +389,25 @@ def read_toml(path: Path) -> dict[str, Any]:
     return read_toml_text(path)[0]
 
 
-def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None) -> Settings:
-    """Build the settings for one run. Raises ConfigError with a message fit for the user."""
+def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None,
+         profile: str | None = None) -> Settings:
+    """Build the settings for one run. Raises ConfigError with a message fit for the user.
+    Precedence: defaults < the file < --demo < the profile ([profiles.NAME]) < --set."""
+    from backend import profiles as prof
+
     values = defaults()
     path = find_config(config)
     if path is not None:
         data, text = read_toml_text(path)
         _merge(values, data, str(path), text)
+    known = prof.merged(values.pop("profiles", None))  # type: ignore[arg-type]
     if demo:
         from backend import demo as demo_mod
         demo_mod.apply_demo(values)
+    if profile:
+        if profile not in known:
+            raise ConfigError(f"--profile {profile}: {prof.unknown(profile, known)}")
+        prof.apply(values["server"], known[profile])
     for text in overrides or []:
         section, key, value = parse_override(text)
         if key.startswith("env."):
@@ -401,7 +423,7 @@ def load(config: str | None = None, demo: bool = False, overrides: list[str] | N
             raise ConfigError(f"--set {text}: {e}") from None
     return Settings(server=values["server"], console=values["console"],
                     planner=values["planner"], chat=values["chat"], source=path, demo=demo,
-                    overrides=list(overrides or []))
+                    overrides=list(overrides or []), profile=profile or None, profiles=known)
 
 
 def save_setting(path: Path, section: str, key: str, value: Any) -> None:

@@ -26,6 +26,7 @@ class Poll:
     new_log: bool = False  # the lines start a new log (a (re)start): clear what was shown
     parsed: dict[str, Any] = field(default_factory=dict)
     timeline: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # phase, start, s
+    profile: str | None = None  # the workload profile the supervised server was started with
 
 
 SLEEP_KEYS = ("sleep_enabled", "sleep_level", "slept_at", "gpu_memory_freed_bytes", "wake_seconds", "sleep_op")
@@ -247,7 +248,17 @@ class ServerClient:
         if st["state"] == "stopped":  # nothing is under way: no open phase, no "failed" of a stop
             timeline = [t for t in timeline if t[2] is not None and t[0] != "failed"]
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
-                    timeline=timeline)
+                    timeline=timeline, profile=self._profile(st))
+
+    def _profile(self, st: dict[str, Any]) -> str | None:
+        """The running server's profile, from its supervisor's settings (read once per supervisor)."""
+        key = (st.get("supervisor_pid"), st.get("attempt"))
+        if key[0] is None:
+            return None
+        if getattr(self, "_profile_of", (None, None))[0] != key:
+            settings = (statefile.read() or {}).get("settings") or {}
+            self._profile_of = (key, settings.get("profile") if isinstance(settings, dict) else None)
+        return self._profile_of[1]
 
     def start(self, allow_orphans: bool = False) -> str:
         live, _ = statefile.read_live(cleanup=True)

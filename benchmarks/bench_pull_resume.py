@@ -4,7 +4,7 @@ Builds a Qwen2-shaped model of about SIZE MB (random bytes as weights, the demo'
 into 4 shards, serves it from the fake hub mirror on 127.0.0.1 (throttled to RATE MB/s so that a kill
 lands mid-file), runs `qwen-tui pull` as a process, kill -9s it at half, runs it again, and prints:
 bytes on disk at the kill, bytes the second run fetched, bytes fetched twice (received by the killed
-run, not yet on disk: at most huggingface_hub's 10 MB DOWNLOAD_CHUNK_SIZE per file in flight), and
+run, not yet on disk: about one 1 MiB read per file in flight), and
 that the result is verified. Nothing leaves the machine.
 
     python benchmarks/bench_pull_resume.py [--size 400] [--rate 40]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 
 from backend.supervisor_client import Poll
@@ -138,6 +140,38 @@ class ClusterStep(Message):
     def __init__(self, text: str, done: bool = False, error: bool = False) -> None:
         super().__init__()
         self.text, self.done, self.error = text, done, error
+
+
+class LedgerPreviewed(Message):
+    """The ledger for a value being typed in the settings editor (backend.ledger.preview.Preview)."""
+
+    def __init__(self, preview: Any, typed: str) -> None:
+        super().__init__()
+        self.preview, self.typed = preview, typed
+
+
+class ProfilesPlanned(Message):
+    """The ledger's verdict on every workload profile (backend.profiles.Verdict), or why not."""
+
+    def __init__(self, verdicts: list[Any], error: str | None = None) -> None:
+        super().__init__()
+        self.verdicts, self.error = verdicts, error
+
+
+class SweepEvent(Message):
+    """A concurrency sweep moved: a backend.sweep.LevelProgress, or a finished level's row (dict)."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self.event = event
+
+
+class SweepFinished(Message):
+    """A sweep ended: `result` is the `bench --sweep --json` object (saved), or `error` why it did not run."""
+
+    def __init__(self, result: dict | None, previous: dict | None = None, error: str | None = None) -> None:
+        super().__init__()
+        self.result, self.previous, self.error = result, previous, error
 
 
 class PullStarted(Message):

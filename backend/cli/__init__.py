@@ -1,6 +1,6 @@
 """`qwen-tui` command line: the console with no subcommand, and a headless command per capability.
 
-Global options (--config, --demo, --set) go before the subcommand and are accepted after it too.
+Global options (--config, --demo, --profile, --set) go before the subcommand and are accepted after it too.
 Exit codes: 0 ok, 1 the thing asked about is not ok (not fitting, failed, not running), 2 bad input.
 """
 
@@ -18,6 +18,9 @@ def _global_options(p: argparse.ArgumentParser, sub: bool) -> None:
                    "./config.toml, then the XDG config dir)", **kw)
     p.add_argument("--demo", action="store_true", help="serve the built-in tiny model on vLLM's CPU "
                    "build (no GPU, no download)", **kw)
+    p.add_argument("--profile", metavar="NAME", help="workload profile: [profiles.NAME] of config.toml over "
+                   "[server] (built in: chat 8K/8 seqs, long 32K/2, batch 4K/32; `qwen-tui profiles` lists them)",
+                   **kw)
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", dest="overrides",
                    help="override a setting for this run (repeatable)", **({"default": argparse.SUPPRESS}
                                                                            if sub else {"default": []}))
@@ -38,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
-    return load(config=args.config, demo=args.demo, overrides=args.overrides)
+    return load(config=args.config, demo=args.demo, overrides=args.overrides,
+                profile=getattr(args, "profile", None))
 
 
 def main(argv: list[str] | None = None, console=None) -> int:

@@ -71,6 +71,8 @@ def global_argv(args) -> list[str]:
         out += ["--config", str(Path(args.config).resolve())]
     if args.demo:
         out.append("--demo")
+    if getattr(args, "profile", None):
+        out += ["--profile", args.profile]
     for o in args.overrides or []:
         out += ["--set", o]
     return out
@@ -424,6 +426,29 @@ def cmd_plan(args) -> int:
     return run_plan(settings, args.json)
 
 
+def cmd_profiles(args) -> int:
+    """Every workload profile with the ledger's verdict on this box (no launch)."""
+    from backend.ledger.cli import detect_vllm_version, probe_gpus
+    from backend.profiles import overlay_text, verdicts
+
+    settings = load_settings(args)
+    gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None
+    found = verdicts(settings, gpus, detect_vllm_version(settings))
+    if args.json:
+        _print_json({"active": settings.profile, "profiles": [v.to_dict() for v in found]})
+        return 0
+    for v in found:
+        mark = "*" if v.active else " "
+        print(f"{mark} {v.name:<10} {overlay_text(settings.profiles[v.name])}"
+              + (f"  ({v.description})" if v.description else ""))
+        print(f"    {v.summary()}" + (f"; largest max_model_len that fits {v.max_model_len_that_fits:,}"
+                                      if v.max_model_len_that_fits else ""))
+        for p in v.problems:
+            print(f"    [{p['severity']}] {p['message']}\n      fix: {p['fix']}")
+    print("\nuse one: qwen-tui --profile NAME <command> (or p in the console)")
+    return 0
+
+
 def cmd_parse_log(args) -> int:
     from backend.logparse.cli import run_parse_log
 
@@ -490,7 +515,21 @@ def cmd_chat(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from backend.loadtest import BenchConfig, run_cli
+    from backend.loadtest import BenchConfig, BenchInputError, run_cli
+
+    if args.sweep is not None:
+        from backend import sweep
+
+        try:
+            levels = sweep.parse_levels(args.sweep)
+        except BenchInputError as e:
+            _err(str(e))
+            return 2
+        given = lambda v, d: d if v is None else v  # noqa: E731 - 0 is refused, not replaced
+        cfg = sweep.SweepConfig(levels, input_tokens=given(args.input_tokens, sweep.DEFAULT_INPUT_TOKENS),
+                                output_tokens=given(args.output_tokens, sweep.DEFAULT_OUTPUT_TOKENS),
+                                requests_per_level=args.requests_per_level)
+        return sweep.run_cli(load_settings(args), cfg, args.json, csv_path=args.csv)
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
                       prompt_tokens=args.prompt_tokens)
@@ -596,6 +635,13 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="about this many prompt tokens per request (default 128)")
     p.add_argument("--url", metavar="URL", help="another server than the configured one, e.g. the cluster's "
                    "router; with [cluster], each box's share of the requests")
+    p.add_argument("--sweep", metavar="C1,C2,...", help="a concurrency sweep: one load test per level, "
+                   "e.g. 1,4,8,16,32 (saved as JSON and CSV in the XDG data dir)")
+    p.add_argument("--input-tokens", type=int, metavar="N", help="with --sweep: prompt tokens (default 200)")
+    p.add_argument("--output-tokens", type=int, metavar="N", help="with --sweep: output tokens (default 500)")
+    p.add_argument("--requests-per-level", type=int, metavar="N",
+                   help="with --sweep: requests at each level (default max(4, 2 x the level))")
+    p.add_argument("--csv", metavar="FILE", help="with --sweep: also write the table as CSV to FILE")
     _json_arg(p)
 
 
@@ -607,6 +653,8 @@ COMMANDS = {
     "print-command": (cmd_print_command, "print the environment and vllm serve line", _print_command_args),
     "gen-key": (cmd_gen_key, "write a new random API key to a file (mode 0600)", _gen_key_args),
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
+    "profiles": (cmd_profiles, "workload profiles ([profiles.NAME]) with the ledger's verdict for each",
+                 _json_arg),
     "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
     "chat": (cmd_chat, "stream one chat completion from the server", _chat_args),

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker
 
 LIBRARY = "qwen-tui"
+READ_CHUNK = 1 << 20  # 1 MiB
 
 
 def default_endpoint() -> str:
@@ -112,6 +113,11 @@ class HfSource:
     name = "hf"
 
     def __init__(self, endpoint: str | None = None, token: str | None = None) -> None:
+        from huggingface_hub import constants
+
+        # http_get reads the stream in DOWNLOAD_CHUNK_SIZE pieces (10 MB): progress, a cancel and the
+        # bytes on disk for a resume would move in 10 MB steps (lost on a kill, per file in flight)
+        constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, READ_CHUNK)
         self.endpoint = (endpoint or default_endpoint()).rstrip("/")
         self.token = token  # None: the client's own (HF_TOKEN or its login)
 

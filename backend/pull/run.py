@@ -261,3 +261,23 @@ class Pull:
             tmp = path.with_name(f".manifest.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
             os.replace(tmp, path)
+
+
+def not_downloaded(settings) -> str | None:
+    """When server.model is a repo id that neither vLLM's cache nor `qwen-tui pull` has: a one-line
+    note for the start (vLLM would download it itself, with no progress the console can show)."""
+    import os
+
+    from backend.doctor.host_checks import _snapshot, hf_cache_root
+
+    model = str(settings.server.get("model") or "")
+    if not model or check_repo_id(model) or Path(model).expanduser().exists():
+        return None
+    env = {**os.environ, **settings.env}
+    root = hf_cache_root(settings.server.get("download_dir"), env, Path.home())
+    if _snapshot(root / ("models--" + model.replace("/", "--"))) is not None:
+        return None
+    if (default_local_dir(model) / "config.json").is_file():
+        return (f"{model} was pulled into {default_local_dir(model)} but server.model is the repo id: vLLM "
+                "downloads it again (g, then u, uses the folder)")
+    return f"{model} is not downloaded: vLLM downloads it during the start with no progress here (g gets it first)"

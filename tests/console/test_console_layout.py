@@ -86,7 +86,7 @@ async def test_log_lines_keep_their_message_at_80_columns_and_p_shows_the_prefix
         log = app.screen.query_one(LogPane)
         assert await wait_until(pilot, lambda: len(log.lines) == 1)
         assert log.lines[0].startswith("07:41:05 API Starting vLLM API server")
-        await pilot.press("p")
+        await pilot.press("v")
         assert log.lines[0] == line
 
 

@@ -21,7 +21,7 @@ async def test_edit_max_model_len_saves_into_the_file_with_comments(cfg):
         await pilot.press("escape")
         await edit(pilot, app, "4096")
         assert await wait_until(pilot, lambda: "saved to" in message(app))
-        assert cfg.read_text() == before.replace("max_model_len = 8192", "max_model_len = 4096")
+        assert cfg.read_text() == before.replace("max_model_len = 8192", "max_model_len = 4096", 1)
         assert app.settings.server["max_model_len"] == 4096, "the app reloads its settings"
         assert not editor(app).display and "Press r" not in message(app)  # server stopped: no offer
         row = app.screen.rows["server.max_model_len"]

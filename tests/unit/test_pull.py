@@ -399,3 +399,14 @@ def test_doctor_sees_a_pulled_folder_and_a_running_pull(mirror, model_folder, qh
     (dest / SHARD2).unlink()
     c = _doctor_model(qhome, REPO)
     assert "is not finished" in c.message and f"qwen-tui pull --set-model {REPO}" in c.fix
+
+
+def test_a_start_is_told_when_the_repo_id_is_not_downloaded(mirror, qhome, monkeypatch, tmp_path):
+    from backend.pull.run import default_local_dir, not_downloaded
+    from backend.settings import load
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert "is not downloaded" in not_downloaded(load(overrides=[f"server.model={REPO}"]))
+    assert not_downloaded(load(demo=True)) is None  # a folder
+    assert pull(mirror, default_local_dir(REPO))["verified"]
+    assert "was pulled into" in not_downloaded(load(overrides=[f"server.model={REPO}"]))

@@ -23,6 +23,7 @@ class BenchScreen(ModalScreen[None]):
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("plus", "more", "Double concurrency", id="more"),
                 Binding("minus", "fewer", "Halve concurrency", id="fewer"),
+                Binding("w", "sweep", "Concurrency sweep", id="sweep"),
                 Binding("escape", "close", "Stop and close", id="close")]
 
     def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
@@ -40,7 +41,8 @@ class BenchScreen(ModalScreen[None]):
             yield Label("", id="config")
             yield ProgressBar(id="progress", show_eta=False)
             yield Static("", id="results")
-            yield Label("r: run again   +/-: double/halve concurrency   esc: stop and close", id="keys")
+            yield Label("r: run again   +/-: double/halve concurrency   w: sweep 1,4,8,16,32   esc: stop and close",
+                        id="keys")
 
     def on_mount(self) -> None:
         self.start()
@@ -109,6 +111,15 @@ class BenchScreen(ModalScreen[None]):
 
     def action_fewer(self) -> None:
         self._scale(0.5)
+
+    def action_sweep(self) -> None:
+        """The concurrency sweep in its own dialog, in place of this one (a run going is stopped)."""
+        from tui.screens.sweep import SweepScreen
+
+        self.workers.cancel_group(self, "bench")
+        status, plan, app = self.status, self.plan, self.app
+        self.dismiss(None)
+        app.push_screen(SweepScreen(status, plan))
 
     def action_close(self) -> None:
         self.workers.cancel_group(self, "bench")  # closes the streams: the server aborts them

@@ -51,7 +51,8 @@ class MainScreen(ServerActions, Screen):
         Binding("i", "toggle_side", "Panels", id="side"),
         Binding("slash", "search", "Search log", id="search"),
         Binding("l", "cycle_level", "Level filter", id="level"),
-        Binding("p", "toggle_prefix", "Log prefix", id="prefix"),
+        Binding("p", "profiles", "Profiles", id="profiles"),
+        Binding("v", "toggle_prefix", "Log prefix", id="prefix"),
         Binding("t", "report", "Report", id="report"),
         Binding("z", "sleep_wake", "Sleep/Wake", id="sleep"),
         Binding("n", "cluster", "Cluster", id="cluster"),
@@ -63,6 +64,7 @@ class MainScreen(ServerActions, Screen):
 
     narrow = False
     state: dict = {"state": "stopped"}  # the last poll's, replaced (never mutated) on each poll
+    server_profile: str | None = None  # the running server's workload profile (the last poll's)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -138,7 +140,14 @@ class MainScreen(ServerActions, Screen):
         live = self.state if self.state.get("state") in LIVE else {}
         base_url = live.get("base_url") or settings.base_url
         name = live.get("served_model_name") or settings.served_name
-        self.query_one(StatusBar).show(self.state, base_url, name, self.parsed, self.pending_text())
+        self.query_one(StatusBar).show(self.state, base_url, name, self.parsed, self.pending_text(),
+                                       profile=self.shown_profile())
+
+    def shown_profile(self) -> str | None:
+        """The running server's profile (its supervisor's settings), else the one the next start uses."""
+        if self.state.get("state") in LIVE:
+            return self.server_profile
+        return self.app.settings.profile
 
     # -- keys while the chat tab is shown ----------------------------------------------------------
     def _chat_shown(self) -> bool:
@@ -176,6 +185,58 @@ class MainScreen(ServerActions, Screen):
         self.plan, self.plan_error = message.plan, message.error
         self.query_one(ChatPane).ceiling = (self.plan or {}).get("decode_tokens_per_s_ceiling")
         self._show_ledger()
+        if getattr(self, "restart_after_plan", False):  # a profile switch: restart on its own plan
+            self.restart_after_plan = False
+            self._run_action("restart")
+
+    # -- workload profiles (p) -------------------------------------------------------------------
+    def action_profiles(self) -> None:
+        from tui.screens.profiles import ProfileScreen
+
+        running = self.state.get("state") in ("starting", "ready", "backoff", "sleeping")
+        self.app.push_screen(ProfileScreen(self.shown_profile(), running), self._profile_chosen)
+
+    def _profile_chosen(self, name: str | None) -> None:
+        if name is None:
+            return
+        new = name or None
+        running = self.state.get("state") in ("starting", "ready", "backoff", "sleeping")
+        if new == self.app.settings.profile and (not running or new == self.shown_profile()):
+            self.notify(f"profile {new or '(none)'}: already in use")
+            return
+        label = f"profile {new}" if new else "no profile ([server] as in the file)"
+        if not running:
+            self._switch_profile(new)
+            self.notify(f"{label}: the next start (s) uses it")
+            return
+        from tui.screens.confirm import ConfirmScreen
+
+        def chosen(yes: bool | None) -> None:
+            if yes:
+                self._switch_profile(new, restart=True)
+            else:
+                self.notify("profile: unchanged")
+
+        self.app.push_screen(ConfirmScreen(f"Restart the server with {label}?",
+                                           f"It is {self.state.get('state', '').upper()}; the restart takes "
+                                           "as long as a start."), chosen)
+
+    def _switch_profile(self, name: str | None, restart: bool = False) -> None:
+        from backend.profiles import settings_for, with_profile
+        from backend.settings import ConfigError
+
+        try:
+            new = settings_for(self.app.settings, name)
+        except ConfigError as e:
+            self.notify(str(e), severity="error")
+            return
+        self.app.reload_settings(new)
+        client = self.app.client
+        if hasattr(client, "global_argv"):  # the supervisor it starts reads the same settings
+            client.global_argv = with_profile(client.global_argv, name)
+        self.restart_after_plan = restart
+        self.compute_plan()
+        self._show_status()
 
     @on(ChatFinished)
     def chat_finished(self, message: ChatFinished) -> None:
@@ -363,6 +424,7 @@ class MainScreen(ServerActions, Screen):
         if (poll.new_log or poll.state.get("state") == "stopped") and ledger.border_subtitle:
             ledger.border_subtitle = ""  # a new launch runs the saved settings (set only if shown: each set redraws)
         self.state = poll.state
+        self.server_profile = poll.profile
         self.query_one("#log-hint").set_class(not log.all_lines and self.state.get("state") == "stopped",
                                               "-shown")
         settings = self.app.settings

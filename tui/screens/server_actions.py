@@ -124,6 +124,12 @@ class ServerActions:
         self._go(action)
 
     def _go(self, action: str) -> None:
+        if action in ("start", "restart"):
+            from backend.pull.run import not_downloaded
+
+            note = not_downloaded(self.app.settings)  # a repo id vLLM would fetch itself, slowly and silently
+            if note:
+                self.notify(note, severity="warning", timeout=8)
         self.busy, self.busy_action = True, action
         self._set_phase("scan" if action == "start" else action)
         self.notify(f"{action}…", timeout=2)

@@ -35,7 +35,7 @@ from backend.setting_rows import (
     type_text,
 )
 from backend.settings import SCHEMA, ConfigError
-from tui.messages import SettingSaved
+from tui.messages import LedgerPreviewed, SettingSaved
 from tui.palette import style
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
@@ -51,7 +51,7 @@ def _prompt(row: Row, app=None) -> Text:
     text.append("● " if row.modified else "  ", style(app, "warning", "bold"))
     text.append(f"{row.key:<{KEY_W}} ", "bold")
     text.append(f"{_clip(row.value_text, VALUE_W):<{VALUE_W}} ")
-    text.append(f"{row.source if row.forced else '':<6}", style(app, "secondary"))
+    text.append(f"{row.source if row.forced else '':<7}", style(app, "secondary"))
     text.append(f"default {_clip(row.default_text, DEFAULT_W):<{DEFAULT_W}} ", "dim")
     text.append(row.spec.help, "italic")
     if row.choices_text:
@@ -95,6 +95,8 @@ class SettingsScreen(ModalScreen[str | None]):
         self.saving = False
         self.saved_any = False
         self.restart_pending = False
+        self.last_preview = None  # the newest backend.ledger.preview.Preview shown
+        self._plan_inputs: tuple[list[dict] | None, str | None] | None = None  # GPUs, vLLM version (once)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -102,6 +104,7 @@ class SettingsScreen(ModalScreen[str | None]):
             yield OptionList(id="rows")
             yield Static(id="detail")
             yield Input(id="editor")
+            yield Static(id="preview")
             yield Static(id="message")
         yield Footer()
 
@@ -176,6 +179,51 @@ class SettingsScreen(ModalScreen[str | None]):
         if choices:
             hint += f" · one of {' | '.join(choices)}"
         self.show_message(hint)
+        self.query_one("#preview", Static).update("")
+        self._preview(editor.value)
+
+    # -- the ledger's preview of the value being typed ---------------------------------------------
+    @on(Input.Changed, "#editor")
+    def editor_changed(self, event: Input.Changed) -> None:
+        self._preview(event.value)
+
+    def _preview(self, text: str) -> None:
+        from backend.ledger.preview import reads
+
+        row = self.editing
+        if row is None or row.secret or not reads(row.section, row.key):
+            self.remove_class("-previewing")
+            return
+        self.add_class("-previewing")
+        self.run_preview(row.section, row.key, text)
+
+    @work(group="settings-preview", exclusive=True, exit_on_error=False, thread=True)
+    def run_preview(self, section: str, key: str, text: str) -> None:
+        """The ledger with the typed value (pure, a few ms; the GPUs and vLLM version read once)."""
+        from backend.ledger.preview import preview
+
+        if self._plan_inputs is None:
+            from backend.ledger.adapter import gpus_from_monitor
+            from backend.ledger.cli import detect_vllm_version
+
+            try:
+                gpus = gpus_from_monitor(self.app.gpus, with_free=False)
+            except Exception:  # noqa: BLE001 - plan from the planner's card
+                gpus = None
+            self._plan_inputs = (gpus, detect_vllm_version(self.app.settings))
+        gpus, version = self._plan_inputs
+        self.post_message(LedgerPreviewed(preview(self.app.settings, section, key, text, gpus, version), text))
+
+    @on(LedgerPreviewed)
+    def show_preview(self, message: LedgerPreviewed) -> None:
+        p = message.preview
+        row = self.editing
+        if row is None or p.dotted != row.dotted or message.typed != self.query_one("#editor", Input).value:
+            return  # an older keystroke's answer
+        self.last_preview = p
+        box = self.query_one("#preview", Static)
+        box.set_classes("-fail" if (p.invalid or p.no_plan or not p.fits) else "-fits")
+        box.update(Text("\n".join(p.lines())))
 
     def stop_edit(self) -> None:
         self.editing = None
@@ -215,6 +263,9 @@ class SettingsScreen(ModalScreen[str | None]):
             self.show_message(message.error, "error")
             return
         saved = message.saved
+        fails = self.last_preview if (self.last_preview is not None and self.last_preview.dotted == saved.dotted
+                                      and self.last_preview.errors) else None
+        self.last_preview = None
         self.app.reload_settings(saved.settings)
         self.saved_any = True
         self.stop_edit()
@@ -227,6 +278,9 @@ class SettingsScreen(ModalScreen[str | None]):
             self.show_message(f"{saved.note}\nr restarts the server with the earlier changes.", "restart")
         else:
             self.show_message(saved.note, "saved")
+        if fails is not None:  # said before the restart, not after a slow failed launch
+            self.show_message(f"{saved.note}\nThe ledger says a start with this would fail: "
+                              f"{fails.errors[0]['message']}\n  fix: {fails.errors[0]['fix']}", "error")
         self.refresh_bindings()
 
     def show_message(self, text: str, kind: str = "") -> None:

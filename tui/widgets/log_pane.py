@@ -102,7 +102,7 @@ class LogPane(Log):
         self.all_lines: deque[str] = deque(maxlen=max_lines)
         self.level = "all"
         self.search = ""
-        self.compact = True  # `p` toggles the full vLLM prefix
+        self.compact = True  # `v` toggles the full vLLM prefix
         self.highlighter.prefix_width = PREFIX_W
 
     def on_mount(self) -> None:

@@ -46,7 +46,7 @@ class StatusBar(Static):
     _shown: Text | None = None
 
     def show(self, state: dict[str, Any], endpoint: str, model: str, parsed: dict[str, Any] | None = None,
-             pending: str = "") -> None:
+             pending: str = "", profile: str | None = None) -> None:
         name = state.get("state") or "stopped"
         text = Text()
         colour = STATE_COLOUR.get(name, "")
@@ -57,6 +57,8 @@ class StatusBar(Static):
         if pending:
             text.append(f"  {pending}", style(self.app, "accent", "bold"))
         text.append(f"  {model}  {endpoint}")
+        if profile:
+            text.append(f"  profile {profile}", style(self.app, "accent"))
         if state.get("uptime_s") is not None and name == "ready":
             text.append(f"  up {_uptime(state['uptime_s'])}")
         if state.get("restarts"):

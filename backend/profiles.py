@@ -1,0 +1,170 @@
+"""Workload profiles: named overlays of `[server]` keys (`[profiles.NAME]` in config.toml).
+
+A profile changes only the keys it names; everything else comes from `[server]` (and --demo).
+Precedence of one run: defaults < the file's [server] < --demo < the profile < --set.
+Three ship built in with the values the seeds run (chat: 8K context, 8 sequences; long: 32K, 2;
+batch: 4K, 32); a `[profiles.NAME]` table in the file replaces the built-in one of that name, and
+any other name adds a profile. `description` is the one key that is not a [server] key.
+
+`verdicts(settings, gpus)` plans every profile with the memory ledger (pure, no launch): fits?,
+KV tokens, max concurrency at its max_model_len, the largest max_model_len that fits, what it warns.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}\Z")
+
+BUILTIN: dict[str, dict[str, Any]] = {
+    "chat": {"description": "interactive chat: 8K context, about 8 sequences at once",
+             "max_model_len": 8192, "max_num_seqs": 8},
+    "long": {"description": "long documents: 32K context, 2 sequences",
+             "max_model_len": 32768, "max_num_seqs": 2},
+    "batch": {"description": "batch jobs: 4K context, 32 sequences",
+              "max_model_len": 4096, "max_num_seqs": 32},
+}
+
+
+def check_profiles(table: Any, where: str = "") -> dict[str, dict[str, Any]]:
+    """The file's [profiles] table validated: {name: {server key: value, description?}}.
+    Raises ConfigError naming the profile and key."""
+    from backend.settings import ConfigError, check_value
+
+    at = f"{where}: " if where else ""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{at}'profiles' must be tables like [profiles.chat]")
+    out: dict[str, dict[str, Any]] = {}
+    for name, overlay in table.items():
+        if not NAME.match(str(name)):
+            raise ConfigError(f"{at}profile name {name!r}: letters, digits, _ and - only")
+        if not isinstance(overlay, dict):
+            raise ConfigError(f"{at}profiles.{name} must be a table like [profiles.{name}] of [server] keys")
+        clean: dict[str, Any] = {}
+        for key, value in overlay.items():
+            if key == "description":
+                if not isinstance(value, str):
+                    raise ConfigError(f"{at}profiles.{name}.description must be a string")
+                clean[key] = value
+                continue
+            try:
+                clean[key] = check_value("server", key, value)
+            except ConfigError as e:
+                raise ConfigError(f"{at}profiles.{name}: {e}") from None
+        out[str(name)] = clean
+    return out
+
+
+def merged(file_profiles: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """The built-in profiles with the file's (a file table replaces the built-in of its name)."""
+    out = copy.deepcopy(BUILTIN)
+    out.update(copy.deepcopy(file_profiles or {}))
+    return out
+
+
+def overlay_of(profile: dict[str, Any]) -> dict[str, Any]:
+    """The [server] keys a profile sets (its description left out)."""
+    return {k: v for k, v in profile.items() if k != "description"}
+
+
+def apply(server: dict[str, Any], profile: dict[str, Any]) -> None:
+    for key, value in overlay_of(profile).items():
+        server[key] = copy.deepcopy(value)
+
+
+def unknown(name: str, known: dict[str, Any]) -> str:
+    return (f"unknown profile {name!r} (known: {', '.join(known) or 'none'}); add a [profiles.{name}] "
+            "table of [server] keys to config.toml")
+
+
+def overlay_text(profile: dict[str, Any]) -> str:
+    from backend.setting_rows import toml_text
+
+    return ", ".join(f"{k} = {toml_text(v)}" for k, v in overlay_of(profile).items()) or "no changes"
+
+
+# -- the ledger's verdict per profile ---------------------------------------------------------------
+@dataclass
+class Verdict:
+    name: str
+    description: str
+    overlay: dict[str, Any]
+    active: bool = False
+    fits: bool | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_model_len_that_fits: int | None = None
+    problems: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None  # no plan: why
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [p["message"] for p in self.problems]
+
+    def summary(self) -> str:
+        """One line: fits, KV tokens, concurrency at its length."""
+        if self.error:
+            return f"no plan: {self.error}"
+        fits = "fits" if self.fits else "does NOT fit"
+        mc = f"{self.max_concurrency:.2f}x" if self.max_concurrency is not None else "?"
+        kv = f"{self.kv_cache_tokens:,}" if self.kv_cache_tokens is not None else "?"
+        return (f"{fits}: KV {kv} tokens, max concurrency {mc} at {self.max_model_len or '?':,} tokens, "
+                f"max_num_seqs {self.max_num_seqs}")
+
+
+def settings_for(settings: Any, name: str | None) -> Any:
+    """These settings with profile `name` in place of the active one (None: no profile); --set still wins."""
+    from backend.settings import load
+
+    return load(config=str(settings.source) if settings.source else None, demo=settings.demo,
+                overrides=list(settings.overrides), profile=name)
+
+
+def with_profile(global_argv: list[str], name: str | None) -> list[str]:
+    """The global options with `--profile name` in place of any earlier one (None: without)."""
+    out, i = [], 0
+    while i < len(global_argv):
+        if global_argv[i] == "--profile" and i + 1 < len(global_argv):
+            i += 2
+            continue
+        if global_argv[i].startswith("--profile="):
+            i += 1
+            continue
+        out.append(global_argv[i])
+        i += 1
+    return out + (["--profile", name] if name else [])
+
+
+def verdict(settings: Any, name: str, gpus: list[dict] | None = None, vllm_version: str | None = None) -> Verdict:
+    """The ledger's verdict on profile `name` over these settings (never raises)."""
+    from backend.ledger import LedgerInputError, plan_from_settings
+    from backend.settings import ConfigError
+
+    prof = settings.profiles.get(name, {})
+    v = Verdict(name, str(prof.get("description") or ""), overlay_of(prof), active=settings.profile == name)
+    try:
+        led = plan_from_settings(settings_for(settings, name), gpus=gpus, vllm_version=vllm_version,
+                                 check_free=False).to_dict()
+    except (LedgerInputError, ConfigError) as e:
+        v.error = str(e)
+        return v
+    except Exception as e:  # noqa: BLE001 - a listing must say something, never crash
+        v.error = f"{type(e).__name__}: {e}"
+        return v
+    v.fits, v.kv_cache_tokens = led["fits"], led["kv_cache_tokens"]
+    v.max_concurrency, v.max_model_len = led["max_concurrency"], led["max_model_len"]
+    v.max_num_seqs, v.max_model_len_that_fits = led["max_num_seqs"], led["max_model_len_that_fits"]
+    v.problems = led["problems"]
+    return v
+
+
+def verdicts(settings: Any, gpus: list[dict] | None = None, vllm_version: str | None = None) -> list[Verdict]:
+    return [verdict(settings, name, gpus, vllm_version) for name in settings.profiles]
