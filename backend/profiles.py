@@ -168,3 +168,27 @@ def verdict(settings: Any, name: str, gpus: list[dict] | None = None, vllm_versi
 
 def verdicts(settings: Any, gpus: list[dict] | None = None, vllm_version: str | None = None) -> list[Verdict]:
     return [verdict(settings, name, gpus, vllm_version) for name in settings.profiles]
+
+
+def run_cli(settings: Any, as_json: bool, out: Any = None) -> int:
+    """`qwen-tui profiles [--json]`: every profile with its verdict; 0 (a listing, whatever fits)."""
+    import json
+    import sys
+
+    from backend.ledger.cli import detect_vllm_version, probe_gpus
+
+    out = out or sys.stdout
+    gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None
+    found = verdicts(settings, gpus, detect_vllm_version(settings))
+    if as_json:
+        out.write(json.dumps({"active": settings.profile, "profiles": [v.to_dict() for v in found]}, indent=2) + "\n")
+        return 0
+    for v in found:
+        out.write(f"{'*' if v.active else ' '} {v.name:<10} {overlay_text(settings.profiles[v.name])}"
+                  + (f"  ({v.description})" if v.description else "") + "\n")
+        out.write(f"    {v.summary()}" + (f"; largest max_model_len that fits {v.max_model_len_that_fits:,}"
+                                            if v.max_model_len_that_fits else "") + "\n")
+        for p in v.problems:
+            out.write(f"    [{p['severity']}] {p['message']}\n      fix: {p['fix']}\n")
+    out.write("\nuse one: qwen-tui --profile NAME <command> (or p in the console)\n")
+    return 0

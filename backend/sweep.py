@@ -76,6 +76,17 @@ class SweepConfig:
                 raise BenchInputError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
 
 
+def config_from_args(args: Any) -> SweepConfig:
+    """`bench --sweep L --input-tokens N --output-tokens N --requests-per-level N` (0 is refused, not
+    replaced by the default). Raises BenchInputError."""
+    def given(v: int | None, default: int) -> int:
+        return default if v is None else v
+
+    return SweepConfig(parse_levels(args.sweep), input_tokens=given(args.input_tokens, DEFAULT_INPUT_TOKENS),
+                       output_tokens=given(args.output_tokens, DEFAULT_OUTPUT_TOKENS),
+                       requests_per_level=args.requests_per_level)
+
+
 @dataclass
 class LevelProgress:
     """A level's requests: `index` of `levels` levels, at `concurrency`."""

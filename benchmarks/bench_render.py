@@ -12,7 +12,8 @@ sleep wakes up.
 Figures per rate: loop_lag_ms_p99 (lateness of the 5 ms ticks), key_latency_ms_p99 (key posted →
 the chat input changed), stall_share (share of the stream's time that the loop was blocked for more
 than 10 ms at a stretch), text_equal (the reply shown, and the one kept in the conversation, are the
-scripted text exactly). Target at 1,000 tok/s: both p99 ≤ 50 ms, text_equal true.
+scripted text exactly), render_equal (what the finished reply draws is, line for line, Rich's one-shot
+Markdown render of the scripted text). Target at 1,000 tok/s: both p99 ≤ 50 ms, text_equal true.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dic
         def poll(self) -> Poll:
             return Poll(state=dict(ready))
 
-    app = make_app(settings, ReadyClient(), None)
+    app = make_app(settings, ReadyClient(), None, freeze_gc=True)  # as the CLI runs it
     key_sent: list[float] = []
     key_lat: list[float] = []
     lags: list[tuple[float, float]] = []  # (time, lateness)
@@ -189,6 +190,8 @@ async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dic
         segments = len(replies[-1].segments) + 1 if replies else 0
         renders = replies[-1].renders if replies else 0
         kept = pane.conversation.last_reply()
+        drawn = _final_lines(replies[-1]) if replies else None
+        render_equal = bool(drawn) and drawn == _one_shot(text, drawn_width(replies[-1]))
     server.shutdown()
     lateness = [x for _, x in lags]
     worst_at = max(lags, key=lambda tx: tx[1])[0] - t0 if lags else None
@@ -199,7 +202,32 @@ async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dic
             "key_latency_ms_p50": _ms(percentile(key_lat, 50)), "key_latency_ms_p99": _ms(percentile(key_lat, 99)),
             "keys_sent": len(key_sent), "keys_landed": len(key_lat),
             "stall_share": round(stalls / stream_s, 3) if stream_s else None,
-            "text_equal": shown == text and kept == text, "segments": segments, "renders": renders}
+            "text_equal": shown == text and kept == text,
+            "render_equal": render_equal,
+            "segments": segments, "renders": renders}
+
+
+def drawn_width(reply) -> int:
+    return reply.children[0].content_size.width if reply.children else 0
+
+
+def _final_lines(reply) -> list[str]:
+    """What the finished reply draws, line by line (one MarkdownSegment once it finished)."""
+    seg = reply.children[0] if len(reply.children) == 1 else None
+    if seg is None:
+        return []
+    width = seg.content_size.width
+    return [seg.render_line(y).text.rstrip() for y in range(seg.get_content_height(None, None, width))]
+
+
+def _one_shot(text: str, width: int) -> list[str]:
+    """Rich's own render of the whole reply at once, as plain lines: what the final render must be."""
+    from rich.console import Console
+    from rich.markdown import Markdown
+    from textual.strip import Strip
+
+    console = Console(width=width, force_terminal=True, color_system="truecolor")
+    return [Strip(line).text.rstrip() for line in console.render_lines(Markdown(text), console.options, pad=False)]
 
 
 def _ms(x: float | None) -> float | None:
@@ -232,6 +260,7 @@ def main() -> int:
                   f"{r['loop_lag_ms_p99']} ms (max {r['loop_lag_ms_max']}), key latency p99 "
                   f"{r['key_latency_ms_p99']} ms ({r['keys_landed']}/{r['keys_sent']} keys), stalls "
                   f"{r['stall_share'] * 100:.1f} % of the stream, text equal: {r['text_equal']}, "
+                  f"final render = one-shot: {r['render_equal']}, "
                   f"{r['segments']} segments, {r['renders']} renders")
     return 0
 

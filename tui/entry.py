@@ -15,7 +15,7 @@ def run_console(args) -> int:
     settings = load_settings(args)
     gpus = GpuMonitor()
     try:
-        app = make_app(settings, ServerClient(global_argv(args)), gpus)
+        app = make_app(settings, ServerClient(global_argv(args)), gpus, freeze_gc=True)
         app.run()
     finally:
         gpus.shutdown()

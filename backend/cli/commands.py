@@ -428,25 +428,9 @@ def cmd_plan(args) -> int:
 
 def cmd_profiles(args) -> int:
     """Every workload profile with the ledger's verdict on this box (no launch)."""
-    from backend.ledger.cli import detect_vllm_version, probe_gpus
-    from backend.profiles import overlay_text, verdicts
+    from backend.profiles import run_cli
 
-    settings = load_settings(args)
-    gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None
-    found = verdicts(settings, gpus, detect_vllm_version(settings))
-    if args.json:
-        _print_json({"active": settings.profile, "profiles": [v.to_dict() for v in found]})
-        return 0
-    for v in found:
-        mark = "*" if v.active else " "
-        print(f"{mark} {v.name:<10} {overlay_text(settings.profiles[v.name])}"
-              + (f"  ({v.description})" if v.description else ""))
-        print(f"    {v.summary()}" + (f"; largest max_model_len that fits {v.max_model_len_that_fits:,}"
-                                      if v.max_model_len_that_fits else ""))
-        for p in v.problems:
-            print(f"    [{p['severity']}] {p['message']}\n      fix: {p['fix']}")
-    print("\nuse one: qwen-tui --profile NAME <command> (or p in the console)")
-    return 0
+    return run_cli(load_settings(args), args.json)
 
 
 def cmd_parse_log(args) -> int:
@@ -521,14 +505,10 @@ def cmd_bench(args) -> int:
         from backend import sweep
 
         try:
-            levels = sweep.parse_levels(args.sweep)
+            cfg = sweep.config_from_args(args)
         except BenchInputError as e:
             _err(str(e))
             return 2
-        given = lambda v, d: d if v is None else v  # noqa: E731 - 0 is refused, not replaced
-        cfg = sweep.SweepConfig(levels, input_tokens=given(args.input_tokens, sweep.DEFAULT_INPUT_TOKENS),
-                                output_tokens=given(args.output_tokens, sweep.DEFAULT_OUTPUT_TOKENS),
-                                requests_per_level=args.requests_per_level)
         return sweep.run_cli(load_settings(args), cfg, args.json, csv_path=args.csv)
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,

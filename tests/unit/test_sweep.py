@@ -115,3 +115,14 @@ def test_the_h200_sweeps_read_back_and_show_where_chat_queues():
     assert "162 tok/s" in lines[-1]
     rows = list(csv.DictReader(io.StringIO(sweep.csv_text(batch))))
     assert rows[-1]["concurrency"] == "32" and rows[-1]["profile"] == "batch"
+
+
+def test_the_h200_long_profile_served_32k_as_planned():
+    from tests.helpers import FIXTURES
+
+    folder = FIXTURES / "gpu" / "h200-sweeps"
+    run = json.loads((folder / "sweep-long.json").read_text())
+    plan = json.loads((folder / "plan-long.json").read_text())
+    assert plan["max_model_len"] == run["predicted"]["max_model_len"] == 32768
+    assert abs(plan["kv_cache_tokens"] - run["predicted"]["kv_cache_tokens"]) / plan["kv_cache_tokens"] < 0.01
+    assert [r["queued"] for r in run["levels"]] == [False, False, True]  # 2 sequences at a time

@@ -9,6 +9,7 @@ Below NARROW_W columns the side column folds into a one-line figure strip; `i` o
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 
 from textual import events, on, work
@@ -38,7 +39,7 @@ EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doc
 
 
 class MainScreen(ServerActions, Screen):
-    CSS_PATH = "main.tcss"
+    # its stylesheet, screens/main.tcss, is loaded with the app's (tui/app.py)
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),
         Binding("x", "stop", "Stop", id="stop"),
@@ -96,8 +97,8 @@ class MainScreen(ServerActions, Screen):
         self.gpu_memory: tuple[float, float] | None = None  # GiB used, total over the cards
         self.narrow = False
         self._chat_escape_at = 0.0
-        self.compute_plan()
-        self.check_pull()
+        self.call_after_refresh(self.compute_plan)  # the ledger's imports: after the first frame
+        self.call_after_refresh(self.check_pull)  # its imports too (~12 ms)
         self.poll_server()
         self.read_metrics()
         if self.app.gpus is not None and self.app.gpus.available():
@@ -175,9 +176,7 @@ class MainScreen(ServerActions, Screen):
 
     @work(group="plan", exclusive=True, exit_on_error=False)
     async def compute_plan(self) -> None:
-        from backend.ledger import plan_for_console
-
-        plan, error = await asyncio.to_thread(plan_for_console, self.app.settings, self.app.gpus)
+        plan, error = await asyncio.to_thread(_plan_for_console, self.app.settings, self.app.gpus)
         self.post_message(PlanReady(plan, error))
 
     @on(PlanReady)
@@ -382,7 +381,8 @@ class MainScreen(ServerActions, Screen):
                 prev = None
             else:
                 base_url = state.get("base_url") or self.app.settings.base_url
-                from backend import metrics  # httpx: imported once a server is READY, not before the first frame
+                # httpx: imported once a server is READY (not before the first frame), in a thread
+                metrics = await asyncio.to_thread(importlib.import_module, "backend.metrics")
 
                 reader = reader or metrics.MetricsReader(self.app.settings.api_key)  # one client
                 try:
@@ -496,3 +496,10 @@ class MainScreen(ServerActions, Screen):
                 self.query_one(LedgerPanel).border_subtitle = "plan: saved settings, restart to apply"
         if result == "restart":  # asked for in the settings dialog: no second question
             self._run_action("restart")
+
+
+def _plan_for_console(settings, gpus):
+    """In a thread: the ledger's imports (~50 ms) stay off the event loop."""
+    from backend.ledger import plan_for_console
+
+    return plan_for_console(settings, gpus)

@@ -24,9 +24,10 @@ COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace it
 
 
 def _preload() -> None:
-    import rich.markdown  # noqa: F401
-
     import backend.chat  # noqa: F401
+    from tui.widgets.reply import warm_up
+
+    warm_up()
 
 
 class ChatPane(Vertical):
