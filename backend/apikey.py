@@ -14,10 +14,13 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend import paths
-from backend.settings import ConfigError, Settings
+from backend.errors import ConfigError
+
+if TYPE_CHECKING:  # the settings use this module (Settings.api_key); it needs their type only
+    from backend.settings import Settings
 
 ENV_VAR = "QWEN_TUI_API_KEY"
 CHILD_VAR = "VLLM_API_KEY"

@@ -168,7 +168,7 @@ STREAM_TIMEOUT = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
 def new_client(api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None,
                timeout: httpx.Timeout = STREAM_TIMEOUT) -> httpx.AsyncClient:
     """A client to keep for many requests (the chat tab holds one; the caller closes it)."""
-    from backend.httpclient import async_client
+    from backend.httpclient import async_client  # httpx only once a request is made: start-up
 
     return async_client(api_key=api_key, timeout=timeout, transport=transport)
 
@@ -194,7 +194,7 @@ async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]],
                 client = await stack.enter_async_context(new_client(api_key, transport))
                 key_headers: dict[str, str] = {}
             else:
-                from backend.httpclient import headers as auth_headers
+                from backend.httpclient import headers as auth_headers  # httpx only once a request is made: start-up
 
                 key_headers = auth_headers(api_key)
             request = client.build_request("POST", base_url.rstrip("/") + "/v1/chat/completions",

@@ -12,9 +12,12 @@ which on a busy machine held the event loop 50-120 ms on every poll that started
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 IDLE_S = 60.0  # an idle thread ends after this
 
@@ -26,15 +29,15 @@ class DaemonExecutor(ThreadPoolExecutor):
     def __init__(self) -> None:
         super().__init__(max_workers=1)
         self._closed = False
-        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
         self._count = 0
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[override]
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         if self._closed:
             raise RuntimeError("cannot schedule new futures after shutdown")
-        future: Future = Future()
+        future: Future[Any] = Future()
         with self._lock:
             start = self._idle == 0
             if start:
@@ -70,6 +73,6 @@ class DaemonExecutor(ThreadPoolExecutor):
         self._closed = True  # never waits: the threads are daemons
 
 
-def install(loop) -> None:
+def install(loop: asyncio.AbstractEventLoop) -> None:
     """Make `asyncio.to_thread` / `run_in_executor(None, …)` on this loop use daemon threads."""
     loop.set_default_executor(DaemonExecutor())

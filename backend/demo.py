@@ -131,6 +131,7 @@ def write_safetensors(path: Path, specs: list[tuple[str, list[int], str]], seed:
 
 
 def _train_tokenizer(out: Path) -> int:
+    # tokenizers is large: only to make the demo model, once
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE())
@@ -180,12 +181,10 @@ def ensure_model() -> Path:
     return target
 
 
-def apply_demo(values: dict[str, dict[str, Any]]) -> None:
-    """Replace the server settings with the demo's; console and chat settings are kept."""
-    from backend.settings import defaults
-
-    server = defaults()["server"]
-    server.update(
+def server_overlay() -> dict[str, Any]:
+    """The demo's [server] values (backend.settings.apply_demo puts them over the defaults: the
+    file's server settings do not apply to the demo). Makes the demo model if it is not there yet."""
+    return dict(
         model=str(ensure_model()),
         served_model_name=SERVED_NAME,
         tensor_parallel_size=1,
@@ -199,6 +198,8 @@ def apply_demo(values: dict[str, dict[str, Any]]) -> None:
         port=8011,
         env={},
     )
-    values["server"] = server
-    values["planner"].update(device="cpu")
-    values["chat"].update(max_tokens=64)
+
+
+# what the demo changes in the other sections (console settings are kept)
+PLANNER_OVERLAY: dict[str, Any] = {"device": "cpu"}
+CHAT_OVERLAY: dict[str, Any] = {"max_tokens": 64}

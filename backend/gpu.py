@@ -202,7 +202,7 @@ class GpuMonitor:
     def _describe(self, exc: BaseException, what: str) -> str:
         if isinstance(exc, ImportError):
             return "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-        hint = _INIT_HINTS.get(getattr(exc, "value", None))
+        hint = _INIT_HINTS.get(getattr(exc, "value", -1))
         detail = f"{type(exc).__name__}: {exc}"
         return f"{what}: {hint} ({detail})" if hint else f"{what}: {detail}"
 
@@ -245,7 +245,9 @@ class GpuMonitor:
 
     def _read_info(self, index: int, h: Any) -> GpuInfo:
         n = self._nvml
-        s = lambda field, fn, *a: self._static(index, field, fn, h, *a)  # noqa: E731
+        def s(field: str, fn: Any, *a: Any) -> Any:
+            return self._static(index, field, fn, h, *a)
+
         mem = s("memory_total", n.nvmlDeviceGetMemoryInfo)
         cc = s("compute_capability", n.nvmlDeviceGetCudaComputeCapability)
         limit_mw = s("power_limit", n.nvmlDeviceGetEnforcedPowerLimit)
@@ -296,9 +298,8 @@ class GpuMonitor:
         for cap, idx in P2P_CAPS.items():
             status = self._static(ia, f"p2p{ib}.{cap}", n.nvmlDeviceGetP2PStatus, ha, hb, idx)
             caps[cap] = P2P_STATUS.get(status, f"status {status}") if status is not None else None
-        level = self._static(
-            ia, f"topology{ib}", getattr(n, "nvmlDeviceGetTopologyCommonAncestor", None), ha, hb
-        )
+        ancestor = getattr(n, "nvmlDeviceGetTopologyCommonAncestor", None)
+        level = self._static(ia, f"topology{ib}", ancestor, ha, hb) if ancestor is not None else None
         topo = TOPOLOGY.get(level, f"level {level}") if level is not None else None
         return P2PStatus(gpu_a=ia, gpu_b=ib, topology=topo, **caps)
 
@@ -370,7 +371,9 @@ class GpuMonitor:
     def _sample_one(self, info: GpuInfo, h: Any) -> GpuSample:
         n, i = self._nvml, info.index
         errors: list[str] = []
-        get = lambda field, fn, *a: self._get(i, field, errors, fn, h, *a)  # noqa: E731
+        def get(field: str, fn: Any, *a: Any) -> Any:
+            return self._get(i, field, errors, fn, h, *a)
+
         mem, source = self._memory(i, h, errors)
         util = get("utilization", n.nvmlDeviceGetUtilizationRates)
         power_mw = get("power", n.nvmlDeviceGetPowerUsage)

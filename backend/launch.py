@@ -33,7 +33,8 @@ class FlagRule:
     replacement: str
 
 
-# From ../shared/notes/tech-brief.md §8 (argparse of each wheel compared).
+# From the argparse code of each vLLM wheel (vllm/engine/arg_utils.py, 0.8.0 to 0.33.0), compared flag by flag;
+# swap_space: removed by vLLM PR #36216 (0.18.0); enable_log_requests: PR #21739 (0.10.2).
 FLAG_RULES = (
     FlagRule("swap_space", None, (0, 18),
              "remove server.swap_space: the V1 engine never swaps (flag removed in vLLM 0.18)"),
@@ -186,8 +187,8 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
     if settings.server.get("enable_sleep_mode"):
         env.update(SLEEP_ENV)
     env.update(settings.env)
-    from backend import apikey
-    from backend.settings import ConfigError
+    from backend import apikey  # only when the key is resolved: start-up
+    from backend.errors import ConfigError
 
     problems: list[str] = []
     secret: dict[str, str] = {}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,7 +106,7 @@ class Progress:
         return self.completed + self.failed
 
 
-RequestFn = Callable[[int], Awaitable[RequestResult]]
+RequestFn = Callable[[int | str], Awaitable[RequestResult]]
 ProgressFn = Callable[[Progress], None]
 
 
@@ -219,13 +219,13 @@ def _spread(xs: list[float], digits: int, qs: tuple[int, ...]) -> dict[str, floa
 
 
 # -- prediction ------------------------------------------------------------------------------------
-def predict(settings: Any, status: dict[str, Any] | None, plan: dict[str, Any] | None) -> dict[str, Any]:
+def predict(settings: Any, status: Mapping[str, Any] | None, plan: dict[str, Any] | None) -> dict[str, Any]:
     """Max concurrency and KV tokens from the running server's log when it is the one measured,
     else from the plan; the batch-1 decode ceiling from the plan (None on the CPU backend)."""
     plan = plan or {}
     live = bool(status and status.get("state") == "ready" and status.get("max_concurrency")
                 and status.get("base_url") == settings.base_url)
-    src = status if live else plan
+    src = status if live and status is not None else plan
     return {"max_concurrency": src.get("max_concurrency"), "kv_cache_tokens": src.get("kv_cache_tokens"),
             "decode_ceiling_tokens_per_s": plan.get("decode_tokens_per_s_ceiling"),
             "source": "server log" if live else ("plan" if plan else None),
@@ -268,7 +268,7 @@ def prompt_text(index: int | str, words: int, run: str = "") -> str:
 
 
 def run_tag() -> str:
-    import secrets
+    import secrets  # the CLI entry only: the console's bench screen does not need them
 
     return secrets.token_hex(3) + "-"
 
@@ -321,7 +321,7 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
 
 
-async def _get_json(client: httpx.AsyncClient, method: str, base_url: str, path: str, headers: dict,
+async def _get_json(client: httpx.AsyncClient, method: str, base_url: str, path: str, headers: dict[str, Any],
                     model: str, **kw: Any) -> Any:
     try:
         resp = await client.request(method, base_url + path, headers=headers, **kw)
@@ -337,7 +337,7 @@ async def _get_json(client: httpx.AsyncClient, method: str, base_url: str, path:
                         "is this a vLLM server? check server.port") from None
 
 
-async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers: dict,
+async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers: dict[str, Any],
                   cfg: BenchConfig, fallback_max_model_len: int | None, run: str = "") -> Prepared:
     """Is a server there, how long may a sequence be, how many words make about P prompt tokens."""
     models = await _get_json(client, "GET", base_url, "/v1/models", headers, model)
@@ -377,7 +377,7 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
 
 
 async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | None = None, *,
-                    status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
+                    status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
                     base_url: str | None = None, model: str | None = None) -> dict[str, Any]:
     """The whole run; returns the `bench --json` object. Never raises for a server problem: a run
@@ -475,10 +475,10 @@ def _progress_printer(stream: Any) -> ProgressFn:
 
 def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err: Any = None) -> int:
     """`qwen-tui bench`: 0 all completed, 1 any failed or no server, 2 bad arguments."""
-    import json
+    import json  # the CLI entry only: the console's bench screen does not need them
     import sys
 
-    from backend import supervisor_client
+    from backend import supervisor_client  # the CLI entry only: the console's bench screen does not need them
     from backend.ledger import plan_for_console
 
     out, err = out or sys.stdout, err or sys.stderr

@@ -1,11 +1,12 @@
 """vLLM's Prometheus /metrics, read into the few live figures the console shows.
 
-`samples()` parses everything with prometheus_client (``text_string_to_metric_families``); the
-console's snapshot reads only the lines it shows (`wanted_samples`, same sums). Names follow vLLM's versions
-(../shared/notes/vllm-log-formats.md §5): KV cache usage is ``vllm:kv_cache_usage_perc`` from 0.9.2
-and ``vllm:gpu_cache_usage_perc`` before (a 0-1 fraction despite the name); counters are exposed as
-``…_total``. Samples are summed over labels (model_name, engine), so data-parallel engines add up.
-Rates come from two snapshots: Δcounter / Δt.
+`samples()` parses everything with prometheus_client (``text_string_to_metric_families``); the console's
+snapshot reads only the lines it shows (`wanted_samples`, same sums). Names follow vLLM's versions
+(vllm/engine/metrics.py for V0, vllm/v1/metrics/loggers.py for V1): KV cache usage is
+``vllm:kv_cache_usage_perc`` from 0.9.2 ("Deprecated in 0.9.2 - Renamed as vllm:kv_cache_usage_perc" in
+loggers.py) and ``vllm:gpu_cache_usage_perc`` before (a 0-1 fraction despite the name); counters are declared
+without ``_total`` and exposed by prometheus_client as ``…_total``. Samples are summed over labels
+(model_name, engine), so data-parallel engines add up. Rates come from two snapshots: Δcounter / Δt.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def fetch(base_url: str, timeout: float = 2.0, client: httpx.Client | None = Non
         if client is not None:
             resp = client.get(url, timeout=timeout)
         else:
-            from backend.httpclient import sync_client
+            from backend.httpclient import sync_client  # httpx only once a request is made: start-up
 
             with sync_client(timeout=timeout) as one_off:
                 resp = one_off.get(url)
@@ -173,7 +174,7 @@ class MetricsReader:
 
     def fetch(self, base_url: str) -> Snapshot:
         if self._client is None:
-            from backend.httpclient import sync_client
+            from backend.httpclient import sync_client  # httpx only once a request is made: start-up
 
             self._client = sync_client(api_key=self.api_key, timeout=self.timeout, transport=self.transport)
             self.clients_made += 1

@@ -105,7 +105,7 @@ def _owned_pids(data: dict[str, Any] | None = None) -> set[int]:
     data = data if data is not None else _own_supervisor()
     if not data:
         return set()
-    from backend.owners import _owned_by
+    from backend.owners import _owned_by  # only on this path: the console imports orphans at start-up
 
     return {p for p in _owned_by(data["supervisor_pid"], data) if p > 1}
 
@@ -123,7 +123,7 @@ def scan(server_env: dict[str, Any] | None = None, monitor: Any = None,
     indices = configured_gpus(server_env)
     own_monitor = monitor is None
     if own_monitor:
-        from backend.gpu import GpuMonitor
+        from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
 
         monitor = GpuMonitor()
     try:

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 import psutil
 
 from backend import procs, statefile
+from backend.ports import listening_pids, probe_bind
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,6 @@ def owner_of(pid: int, supervisors: Iterable[SupervisorInfo]) -> SupervisorInfo 
 
 
 def port_holders(port: int) -> list[tuple[int, str]]:
-    from backend.doctor.context import listening_pids
-
     return listening_pids(port)
 
 
@@ -145,8 +144,6 @@ def start_blockers(host: str, port: int, supervisors: list[SupervisorInfo] | Non
                    bind: Any = None, holders: Any = None) -> list[str]:
     """Why a server may not start on ``host:port`` now: another live supervisor on that port (even
     while its server is down, in backoff), or a process already listening there; each with its owner."""
-    from backend.doctor.context import probe_bind
-
     sups = live_supervisors() if supervisors is None else supervisors
     out = []
     for s in sups:  # one whose port cannot be read (another user's) is caught by the bind below
@@ -167,7 +164,7 @@ def start_blockers(host: str, port: int, supervisors: list[SupervisorInfo] | Non
 
 def _zombie(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return True
 

@@ -197,14 +197,14 @@ def group_members(pgid: int, include_zombies: bool = False) -> list[int]:
 
 def _status(pid: int) -> str | None:
     try:
-        return psutil.Process(pid).status()
+        return str(psutil.Process(pid).status())
     except psutil.NoSuchProcess:
         return None
 
 
 def _create_time(pid: int) -> float | None:
     try:
-        return psutil.Process(pid).create_time()
+        return float(psutil.Process(pid).create_time())
     except psutil.NoSuchProcess:
         return None
 
@@ -263,7 +263,7 @@ class _Targets:
             return False  # reaped by its owner's Popen, keeping the return code
         try:
             p = psutil.Process(pid)
-            return abs(p.create_time() - self.ctime[pid]) <= 0.01 and p.status() != psutil.STATUS_ZOMBIE
+            return bool(abs(p.create_time() - self.ctime[pid]) <= 0.01 and p.status() != psutil.STATUS_ZOMBIE)
         except psutil.NoSuchProcess:
             return False
 

@@ -12,76 +12,19 @@ KV tokens, max concurrency at its max_model_len, the largest max_model_len that 
 
 from __future__ import annotations
 
-import copy
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}\Z")
+from backend.errors import ConfigError
+from backend.profile_overlays import BUILTIN, NAME, apply, merged, overlay_of, unknown
+from backend.setting_rows import toml_text
+from backend.settings import check_profiles, load
 
-BUILTIN: dict[str, dict[str, Any]] = {
-    "chat": {"description": "interactive chat: 8K context, about 8 sequences at once",
-             "max_model_len": 8192, "max_num_seqs": 8},
-    "long": {"description": "long documents: 32K context, 2 sequences",
-             "max_model_len": 32768, "max_num_seqs": 2},
-    "batch": {"description": "batch jobs: 4K context, 32 sequences",
-              "max_model_len": 4096, "max_num_seqs": 32},
-}
-
-
-def check_profiles(table: Any, where: str = "") -> dict[str, dict[str, Any]]:
-    """The file's [profiles] table validated: {name: {server key: value, description?}}.
-    Raises ConfigError naming the profile and key."""
-    from backend.settings import ConfigError, check_value
-
-    at = f"{where}: " if where else ""
-    if not isinstance(table, dict):
-        raise ConfigError(f"{at}'profiles' must be tables like [profiles.chat]")
-    out: dict[str, dict[str, Any]] = {}
-    for name, overlay in table.items():
-        if not NAME.match(str(name)):
-            raise ConfigError(f"{at}profile name {name!r}: letters, digits, _ and - only")
-        if not isinstance(overlay, dict):
-            raise ConfigError(f"{at}profiles.{name} must be a table like [profiles.{name}] of [server] keys")
-        clean: dict[str, Any] = {}
-        for key, value in overlay.items():
-            if key == "description":
-                if not isinstance(value, str):
-                    raise ConfigError(f"{at}profiles.{name}.description must be a string")
-                clean[key] = value
-                continue
-            try:
-                clean[key] = check_value("server", key, value)
-            except ConfigError as e:
-                raise ConfigError(f"{at}profiles.{name}: {e}") from None
-        out[str(name)] = clean
-    return out
-
-
-def merged(file_profiles: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """The built-in profiles with the file's (a file table replaces the built-in of its name)."""
-    out = copy.deepcopy(BUILTIN)
-    out.update(copy.deepcopy(file_profiles or {}))
-    return out
-
-
-def overlay_of(profile: dict[str, Any]) -> dict[str, Any]:
-    """The [server] keys a profile sets (its description left out)."""
-    return {k: v for k, v in profile.items() if k != "description"}
-
-
-def apply(server: dict[str, Any], profile: dict[str, Any]) -> None:
-    for key, value in overlay_of(profile).items():
-        server[key] = copy.deepcopy(value)
-
-
-def unknown(name: str, known: dict[str, Any]) -> str:
-    return (f"unknown profile {name!r} (known: {', '.join(known) or 'none'}); add a [profiles.{name}] "
-            "table of [server] keys to config.toml")
+# their homes: profile_overlays (the data) and settings (the check)
+__all__ = ["BUILTIN", "NAME", "apply", "check_profiles", "merged", "overlay_of", "unknown"]
 
 
 def overlay_text(profile: dict[str, Any]) -> str:
-    from backend.setting_rows import toml_text
 
     return ", ".join(f"{k} = {toml_text(v)}" for k, v in overlay_of(profile).items()) or "no changes"
 
@@ -122,7 +65,6 @@ class Verdict:
 
 def settings_for(settings: Any, name: str | None) -> Any:
     """These settings with profile `name` in place of the active one (None: no profile); --set still wins."""
-    from backend.settings import load
 
     return load(config=str(settings.source) if settings.source else None, demo=settings.demo,
                 overrides=list(settings.overrides), profile=name)
@@ -143,10 +85,10 @@ def with_profile(global_argv: list[str], name: str | None) -> list[str]:
     return out + (["--profile", name] if name else [])
 
 
-def verdict(settings: Any, name: str, gpus: list[dict] | None = None, vllm_version: str | None = None) -> Verdict:
+def verdict(settings: Any, name: str, gpus: list[dict[str, Any]] | None = None,
+            vllm_version: str | None = None) -> Verdict:
     """The ledger's verdict on profile `name` over these settings (never raises)."""
-    from backend.ledger import LedgerInputError, plan_from_settings
-    from backend.settings import ConfigError
+    from backend.ledger import LedgerInputError, plan_from_settings  # the ledger only for a verdict: start-up
 
     prof = settings.profiles.get(name, {})
     v = Verdict(name, str(prof.get("description") or ""), overlay_of(prof), active=settings.profile == name)
@@ -166,16 +108,16 @@ def verdict(settings: Any, name: str, gpus: list[dict] | None = None, vllm_versi
     return v
 
 
-def verdicts(settings: Any, gpus: list[dict] | None = None, vllm_version: str | None = None) -> list[Verdict]:
+def verdicts(settings: Any, gpus: list[dict[str, Any]] | None = None, vllm_version: str | None = None) -> list[Verdict]:
     return [verdict(settings, name, gpus, vllm_version) for name in settings.profiles]
 
 
 def run_cli(settings: Any, as_json: bool, out: Any = None) -> int:
     """`qwen-tui profiles [--json]`: every profile with its verdict; 0 (a listing, whatever fits)."""
-    import json
+    import json  # the ledger only for a verdict: start-up
     import sys
 
-    from backend.ledger.cli import detect_vllm_version, probe_gpus
+    from backend.ledger.cli import detect_vllm_version, probe_gpus  # the ledger only for a verdict: start-up
 
     out = out or sys.stdout
     gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None

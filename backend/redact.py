@@ -55,14 +55,14 @@ def _is_token_like(s: str) -> bool:
     return max(len(p) for p in re.split(r"[-_]", s)) >= 24
 
 
-def _ipv4(m: re.Match) -> str:
+def _ipv4(m: re.Match[str]) -> str:
     parts = [int(x) for x in m.groups()]
     if any(p > 255 for p in parts) or parts[0] == 127 or parts == [0, 0, 0, 0]:
         return m.group(0)
     return "<ip>"
 
 
-def _ipv6(m: re.Match) -> str:
+def _ipv6(m: re.Match[str]) -> str:
     s = m.group(0)
     groups = [g for g in s.split(":") if g]
     if not groups or s in ("::", "::1") or ("::" not in s and s.count(":") != 7):
@@ -113,7 +113,7 @@ class Redactor:
         try:
             user = getpass.getuser()
         except Exception:  # noqa: BLE001 - no passwd entry in some containers
-            user = os.environ.get("USER")
+            user = os.environ.get("USER") or ""
         hosts = {socket.gethostname()}
         try:
             hosts.add(socket.getfqdn())
@@ -123,8 +123,8 @@ class Redactor:
         return cls(home=str(Path.home()), user=user, hosts=hosts, secrets=secrets,
                    model=str(settings.server.get("model") or ""))
 
-    def _sub(self, kind: str, pattern: re.Pattern, repl: Any, text: str) -> str:
-        def counted(m: re.Match) -> str:
+    def _sub(self, kind: str, pattern: re.Pattern[str], repl: Any, text: str) -> str:
+        def counted(m: re.Match[str]) -> str:
             new = repl(m) if callable(repl) else m.expand(repl)
             if new != m.group(0):
                 self.counts[kind] += 1

@@ -16,15 +16,28 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from backend import statefile, supervisor_client
+from backend.doctor import Env, run_checks
+from backend.doctor.context import site_dirs
+from backend.doctor.cuda_libs import _field, _metadata, detect
+from backend.gpu import GpuMonitor
+from backend.launch import build_launch, detect_install, python_for
+from backend.ledger.adapter import LedgerInputError, gpus_from_monitor, plan_from_settings
+from backend.ledger.cli import detect_vllm_version, format_table
+from backend.logparse import Failure, Figure, LogParser
+from backend.orphans import configured_gpus
 from backend.redact import Redactor
 from backend.settings import SCHEMA, Settings
+from backend.status import FAILING, in_group
 
 EXCERPT_MAX = 160  # log lines in the report, all blocks together
 TRACEBACK_MAX = 90  # lines of the first error's block
@@ -52,20 +65,17 @@ def _qwen_tui_version() -> str:
 
 
 def _dist_version(sites: list[str], name: str) -> str | None:
-    from backend.doctor.cuda_libs import _field, _metadata
 
     for site in sites:
         if site and Path(site).is_dir():
             meta = _metadata(Path(site), name)
             if meta:
-                return (_field(meta, "Version") or [None])[0]
+                versions = _field(meta, "Version")
+                return versions[0] if versions else None
     return None
 
 
 def versions(settings: Settings, monitor: Any) -> dict[str, Any]:
-    from backend.doctor.context import site_dirs
-    from backend.doctor.cuda_libs import detect
-    from backend.launch import detect_install, python_for
 
     install = detect_install(python_for(settings))
     sites = site_dirs(settings)
@@ -118,13 +128,11 @@ def settings_view(settings: Settings) -> dict[str, Any]:
 
 
 def command(settings: Settings, state: dict[str, Any]) -> dict[str, Any]:
-    from backend.launch import build_launch
 
     launch = build_launch(settings)
     out = {"shell": launch.shell_line(), "problems": launch.problems, "last_launch": None}
     argv, env = state.get("argv"), state.get("env")
     if argv:
-        import shlex
 
         last = (" ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted((env or {}).items())) + " "
                 + shlex.join(argv)).strip()
@@ -134,8 +142,6 @@ def command(settings: Settings, state: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_text(settings: Settings, monitor: Any) -> str:
-    from backend.ledger.adapter import LedgerInputError, gpus_from_monitor, plan_from_settings
-    from backend.ledger.cli import detect_vllm_version, format_table
 
     try:
         led = plan_from_settings(settings, gpus=gpus_from_monitor(monitor), vllm_version=detect_vllm_version(settings))
@@ -147,7 +153,6 @@ def plan_text(settings: Settings, monitor: Any) -> str:
 
 
 def doctor(settings: Settings, monitor: Any) -> list[dict[str, Any]]:
-    from backend.doctor import Env, run_checks
 
     try:
         return [c.to_dict() for c in run_checks(settings, Env(monitor=monitor))]
@@ -156,7 +161,7 @@ def doctor(settings: Settings, monitor: Any) -> list[dict[str, Any]]:
 
 
 # -- the server and its log ---------------------------------------------------------------------------
-def server(status: dict[str, Any]) -> dict[str, Any]:
+def server(status: Mapping[str, Any]) -> dict[str, Any]:
     keep = ("state", "detail", "attempt", "restarts", "failure", "last_failure", "log_path", "vllm_version",
             "kv_cache_tokens", "kv_cache_gib", "max_concurrency", "weights_gib", "weights_seconds", "phase",
             "sleep_level", "gpu_memory_freed_bytes", "wake_seconds", "stop_report")
@@ -166,9 +171,9 @@ def server(status: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def failing_log(status: dict[str, Any]) -> str | None:
+def failing_log(status: Mapping[str, Any]) -> str | None:
     """The log to quote: the current launch's when it failed, else the last failed attempt's, else the current."""
-    if status.get("state") in ("failed", "backoff") or not status.get("last_failure"):
+    if in_group(status.get("state"), FAILING) or not status.get("last_failure"):
         return status.get("log_path") or (status.get("last_failure") or {}).get("log_path")
     return (status.get("last_failure") or {}).get("log_path") or status.get("log_path")
 
@@ -202,7 +207,6 @@ def _gap(n: int) -> str:
 def log_excerpt(path: str | None) -> dict[str, Any]:
     """The lines that matter: the launch line, the figures lines, the first error and its traceback, the line
     that diagnosed the failure, and the last lines. Selected with backend.logparse, numbered, gaps marked."""
-    from backend.logparse import Failure, Figure, LogParser
 
     if not path or not Path(path).is_file():
         return {"path": path, "lines_total": 0, "excerpt": [], "parsed": None,
@@ -258,12 +262,9 @@ def environment(settings: Settings) -> dict[str, Any]:
 # -- all of it ----------------------------------------------------------------------------------------
 def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every section as plain data (not redacted). Opens NVML itself when `monitor` is None (CUDA only)."""
-    from backend import statefile, supervisor_client
 
     own = monitor is None and settings.planner.get("device") != "cpu"
     if own:
-        from backend.gpu import GpuMonitor
-        from backend.orphans import configured_gpus
 
         monitor = GpuMonitor(configured_gpus(settings.env))
     try:
@@ -286,8 +287,10 @@ def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | Non
             monitor.shutdown()
 
 
-def _table(rows: list[tuple], head: tuple) -> list[str]:
-    cell = lambda v: "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+def _table(rows: list[tuple[Any, ...]], head: tuple[str, ...]) -> list[str]:
+    def cell(v: Any) -> str:
+        return "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+
     return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             + ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows])
 

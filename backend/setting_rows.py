@@ -19,11 +19,13 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from backend import paths
+from backend.errors import ConfigError
+from backend.profile_overlays import overlay_of
 from backend.settings import (
     SCHEMA,
-    ConfigError,
     Key,
     Settings,
+    apply_demo,
     check_value,
     load,
     parse_override,
@@ -31,6 +33,7 @@ from backend.settings import (
     remove_setting,
     save_setting,
 )
+from backend.status import RUNNING, in_group
 
 # Console keys the supervisor process reads when it starts: like [server], they apply on restart.
 SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_timeout", "restart",
@@ -38,7 +41,6 @@ SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_t
 # Console keys read once when the console starts.
 CONSOLE_START_KEYS = {"gpu_interval_s", "log_max_lines"}
 # Supervisor states in which a server process runs (or is about to run again).
-RUNNING_STATES = ("starting", "ready", "backoff", "sleeping")
 
 _MISSING = object()
 # Shown masked: the value is never drawn on the screen, put in the editor or in a message.
@@ -48,7 +50,7 @@ MASK = "•••••• (set)"
 
 def toml_text(value: Any) -> str:
     """A value in the TOML form `--set` accepts; '' for None (not set: the key is not written)."""
-    import tomlkit
+    import tomlkit  # tomlkit only to write a file (reads use tomllib): start-up
 
     if value is None:
         return ""
@@ -56,7 +58,7 @@ def toml_text(value: Any) -> str:
         table = tomlkit.inline_table()
         table.update(value)
         return table.as_string()
-    return tomlkit.item(value).as_string()
+    return str(tomlkit.item(value).as_string())
 
 
 def type_text(spec: Key) -> str:
@@ -107,11 +109,9 @@ def demo_keys(settings: Settings) -> set[tuple[str, str]]:
     """(section, key) pairs --demo replaces, whatever the file says."""
     if not settings.demo:
         return set()
-    from backend import demo
-
     marker = object()
     values: dict[str, dict[str, Any]] = {sec: {k: marker for k in table} for sec, table in SCHEMA.items()}
-    demo.apply_demo(values)
+    apply_demo(values)
     return {(sec, k) for sec, table in values.items() for k, v in table.items() if v is not marker}
 
 
@@ -120,7 +120,6 @@ def profile_keys(settings: Settings) -> set[tuple[str, str]]:
     name = getattr(settings, "profile", None)
     if not name:
         return set()
-    from backend.profiles import overlay_of
 
     return {("server", k) for k in overlay_of((settings.profiles or {}).get(name, {}))}
 
@@ -154,7 +153,7 @@ class Row:
 
     @property
     def modified(self) -> bool:
-        return self.value != self.spec.default
+        return bool(self.value != self.spec.default)
 
     @property
     def forced(self) -> bool:
@@ -222,7 +221,8 @@ def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[R
     rows = []
     for section, table in SCHEMA.items():
         current = getattr(settings, section)
-        written = data.get(section) if isinstance(data.get(section), dict) else {}
+        table_data = data.get(section)
+        written: dict[str, Any] = table_data if isinstance(table_data, dict) else {}
         for key, spec in table.items():
             if (section, key) in sets:
                 source = "--set"
@@ -336,4 +336,4 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
 
 def offer_restart(saved: Saved, server_state: str | None) -> bool:
     """Whether to offer a restart now: the change needs one and a server runs."""
-    return saved.restart and server_state in RUNNING_STATES
+    return saved.restart and in_group(server_state, RUNNING)

@@ -24,11 +24,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from backend import paths
-
-
-class ConfigError(Exception):
-    """A setting or file that cannot be used; the message names the file/key and what is wrong."""
+from backend import apikey, paths, profile_overlays
+from backend import demo as demo_settings  # the name `demo` is load()'s flag
+from backend.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -174,7 +172,7 @@ class Settings:
         name = self.server.get("served_model_name")
         if isinstance(name, list):
             return str(name[0]) if name else self.server["model"]
-        return name or self.server["model"]
+        return str(name or self.server["model"])
 
     @property
     def base_url(self) -> str:
@@ -188,8 +186,6 @@ class Settings:
     @property
     def api_key(self) -> str | None:
         """The key the console sends ($QWEN_TUI_API_KEY, server.api_key_file, server.api_key)."""
-        from backend import apikey
-
         return apikey.resolve(self, strict=False)
 
     def snapshot(self) -> dict[str, Any]:
@@ -293,7 +289,6 @@ def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, te
         if section in OWN_SECTIONS:
             continue  # read and checked by its own module
         if section == "profiles":  # [profiles.NAME]: overlays of [server] keys (backend/profiles.py)
-            from backend.profiles import check_profiles
 
             for name, overlay in table.items():
                 try:
@@ -389,25 +384,57 @@ def read_toml(path: Path) -> dict[str, Any]:
     return read_toml_text(path)[0]
 
 
+def check_profiles(table: Any, where: str = "") -> dict[str, dict[str, Any]]:
+    """The file's [profiles] table validated: {name: {server key: value, description?}}.
+    Raises ConfigError naming the profile and key."""
+    at = f"{where}: " if where else ""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{at}'profiles' must be tables like [profiles.chat]")
+    out: dict[str, dict[str, Any]] = {}
+    for name, overlay in table.items():
+        if not profile_overlays.NAME.match(str(name)):
+            raise ConfigError(f"{at}profile name {name!r}: letters, digits, _ and - only")
+        if not isinstance(overlay, dict):
+            raise ConfigError(f"{at}profiles.{name} must be a table like [profiles.{name}] of [server] keys")
+        clean: dict[str, Any] = {}
+        for key, value in overlay.items():
+            if key == "description":
+                if not isinstance(value, str):
+                    raise ConfigError(f"{at}profiles.{name}.description must be a string")
+                clean[key] = value
+                continue
+            try:
+                clean[key] = check_value("server", key, value)
+            except ConfigError as e:
+                raise ConfigError(f"{at}profiles.{name}: {e}") from None
+        out[str(name)] = clean
+    return out
+
+
+def apply_demo(values: dict[str, dict[str, Any]]) -> None:
+    """--demo: the server settings are the demo's (backend/demo.py) over the defaults, whatever the
+    file says; the planner plans for the CPU, chat replies are short; console settings are kept."""
+    values["server"] = {**defaults()["server"], **demo_settings.server_overlay()}
+    values["planner"].update(demo_settings.PLANNER_OVERLAY)
+    values["chat"].update(demo_settings.CHAT_OVERLAY)
+
+
 def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None,
          profile: str | None = None) -> Settings:
     """Build the settings for one run. Raises ConfigError with a message fit for the user.
     Precedence: defaults < the file < --demo < the profile ([profiles.NAME]) < --set."""
-    from backend import profiles as prof
-
     values = defaults()
     path = find_config(config)
     if path is not None:
         data, text = read_toml_text(path)
         _merge(values, data, str(path), text)
-    known = prof.merged(values.pop("profiles", None))  # type: ignore[arg-type]
+    known = profile_overlays.merged(values.pop("profiles", None))
     if demo:
-        from backend import demo as demo_mod
-        demo_mod.apply_demo(values)
+        apply_demo(values)
     if profile:
         if profile not in known:
-            raise ConfigError(f"--profile {profile}: {prof.unknown(profile, known)}")
-        prof.apply(values["server"], known[profile])
+            raise ConfigError(f"--profile {profile}: {profile_overlays.unknown(profile, known)}")
+        profile_overlays.apply(values["server"], known[profile])
     for text in overrides or []:
         section, key, value = parse_override(text)
         if key.startswith("env."):
@@ -433,11 +460,11 @@ def save_setting(path: Path, section: str, key: str, value: Any) -> None:
     old file, so a failure leaves the old file untouched. A table value ([server.env]) is changed
     name by name, so the comments inside the table survive too.
     """
-    import tomlkit
+    import tomlkit  # tomlkit only to write a file (reads use tomllib): start-up
 
     value = check_value(section, key, value)
 
-    def change(doc) -> bool:
+    def change(doc: Any) -> bool:
         if section not in doc:
             doc.add(section, tomlkit.table())
         if not isinstance(value, dict):
@@ -459,7 +486,7 @@ def save_setting(path: Path, section: str, key: str, value: Any) -> None:
 def remove_setting(path: Path, section: str, key: str) -> None:
     """Take one key out of the user's file (its default applies); comments kept, atomic."""
 
-    def change(doc) -> bool:
+    def change(doc: Any) -> bool:
         if section in doc and key in doc[section]:
             del doc[section][key]
             return True
@@ -488,7 +515,7 @@ def _edit_file(path: Path, change: Callable[[Any], bool]) -> None:
     """Parse the file with tomlkit, apply `change(doc)` (False: nothing to write), check that the
     new text loads, and replace the file atomically. A read-only file is refused, never replaced;
     a file that holds server.api_key is written user-only (0600)."""
-    import tomlkit
+    import tomlkit  # tomlkit only to write a file (reads use tomllib): start-up
 
     problem = writable_problem(path)
     if problem:

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from backend import statefile
+from backend.status import IDLE, in_group
 
 ACTIONS = ("sleep", "wake")
 LEVELS = (1, 2)
@@ -114,9 +115,10 @@ class SleepControl:
     async def handle(self, sup: Any, req: dict[str, Any]) -> dict[str, Any]:
         """Do one request for the supervisor `sup` (its settings, gpus, state and _set); never raises."""
         action, level = req.get("action"), req.get("level") or 1
-        op = {"id": req.get("id"), "action": action, "level": level if action == "sleep" else self.level,
-              "ok": None, "message": "", "started_at": time.time(), "seconds": None,
-              "gpu_memory_before_bytes": None, "gpu_memory_after_bytes": None}
+        op: dict[str, Any] = {
+            "id": req.get("id"), "action": action, "level": level if action == "sleep" else self.level,
+            "ok": None, "message": "", "started_at": time.time(), "seconds": None,
+            "gpu_memory_before_bytes": None, "gpu_memory_after_bytes": None}
         why = self._refusal(sup.state, action, level)
         if why is not None:
             op.update(ok=why == "", message=why or f"already {'asleep' if action == 'sleep' else 'awake'}",
@@ -137,7 +139,7 @@ class SleepControl:
             op.update(ok=False, message=f"{type(e).__name__}: {e}")
         finally:
             self.busy = None
-            op["seconds"] = round(time.time() - op["started_at"], 3)
+            op["seconds"] = round(time.time() - float(op["started_at"]), 3)
         return self._publish(sup, op)
 
     def _refusal(self, state: str, action: str | None, level: Any) -> str | None:
@@ -195,7 +197,7 @@ class SleepControl:
 
 
 def _client(settings: Any) -> httpx.AsyncClient:
-    from backend.httpclient import async_client
+    from backend.httpclient import async_client  # httpx only once a request is made: start-up
 
     # the key from the key file, $QWEN_TUI_API_KEY or the config, as every console request sends it
     return async_client(settings.base_url, settings.api_key, timeout=httpx.Timeout(CALL_TIMEOUT_S, connect=3.0))
@@ -238,7 +240,7 @@ def request(action: str, level: int | None = None, timeout: float = CALL_TIMEOUT
     """Ask the running supervisor to sleep or wake its server and wait for the answer: the `sleep_op`
     record ({"ok", "message", ...}). Raises SleepError when there is nobody to ask or no answer comes."""
     data, why = statefile.read_live(cleanup=False)
-    if data is None or data.get("state") in ("stopped", "failed"):
+    if data is None or in_group(data.get("state"), IDLE):
         raise SleepError("no server is running" + (f" ({why})" if why else "") + ": `qwen-tui serve` starts one")
     if "sleep_enabled" not in data:  # SIGUSR1 would kill a supervisor that has no handler for it
         raise SleepError("this server's supervisor predates sleep/wake (an older qwen-tui started it): "

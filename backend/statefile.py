@@ -14,14 +14,12 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 
 from backend import paths
-
-STATES = ("stopped", "starting", "ready", "failed", "stopping", "backoff", "sleeping")
-RUNNING = ("starting", "ready", "stopping", "backoff", "sleeping")
+from backend.status import STATES, SUPERVISED
 
 _NUM = (int, float)
 # field -> the types it may have (None always allowed except where REQUIRED says so)
@@ -39,7 +37,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "wake_seconds": _NUM, "sleep_op": (dict,),
 }
 PID_FIELDS = ("supervisor_pid", "pid", "pgid")
-REQUIRED_WHEN_RUNNING = ("supervisor_pid", "supervisor_create_time")
+REQUIRED_WHEN_SUPERVISED = ("supervisor_pid", "supervisor_create_time")
 
 
 def state_path() -> Path:
@@ -111,8 +109,8 @@ def type_problem(data: Any) -> str | None:
     for key in PID_FIELDS:
         if data.get(key) is not None and data[key] <= 1:
             return f"{key} {data[key]} is not a pid a server can have"
-    if data.get("state") in RUNNING:
-        for key in REQUIRED_WHEN_RUNNING:
+    if data.get("state") in SUPERVISED:
+        for key in REQUIRED_WHEN_SUPERVISED:
             if data.get(key) is None:
                 return f"state {data['state']} without {key}"
     for key in ("supervisor_create_time", "pid_create_time", "started_at", "ready_at"):
@@ -151,7 +149,7 @@ def read(path: Path | None = None) -> dict[str, Any] | None:
 
 def create_time(pid: int) -> float | None:
     try:
-        return psutil.Process(pid).create_time()
+        return float(psutil.Process(pid).create_time())
     except (psutil.Error, ValueError, TypeError):
         return None
 
@@ -193,7 +191,7 @@ def pid_matches(pid: Any, created: Any) -> bool:
             return False  # exited; its parent has not reaped it (a parent that died leaves it to init)
     except (psutil.Error, ValueError, TypeError):
         return False
-    return abs(actual - created) < 0.05
+    return bool(abs(actual - created) < 0.05)
 
 
 def _set_aside(path: Path, suffix: str) -> None:
@@ -215,7 +213,7 @@ def read_live(path: Path | None = None, cleanup: bool = True) -> tuple[dict[str,
         return None, f"untrusted state file {path}: {problem}"
     if data is None:
         return None, None
-    pid = data.get("supervisor_pid")
+    pid = cast(int, data.get("supervisor_pid"))  # read_checked: an int unless the state is final (then unused)
     recorded = data.get("supervisor_cmdline")  # same pid and start time but another program: exec()
     alive = pid_matches(pid, data.get("supervisor_create_time"))
     if alive and is_supervisor(pid) and (recorded is None or cmdline(pid) == recorded):
@@ -241,7 +239,7 @@ def leftovers(data: dict[str, Any] | None) -> list[int]:
     (same start time) and that server's process group."""
     if not data:
         return []
-    from backend import procs
+    from backend import procs  # procs only for a dead supervisor's leftovers: statefile loads at start-up
 
     left: set[int] = set()
     pid, pgid = data.get("pid"), data.get("pgid")

@@ -20,14 +20,15 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx
 
 from backend import sleep, statefile
 from backend.launch import Launch
-from backend.logparse import LogParser, is_permanent, launch_marker
+from backend.logparse import Failure, LogParser, is_permanent, launch_marker
 from backend.settings import Settings
+from backend.status import FAILING
 
 # Which failure kinds are never restarted (they would fail the same way: a setting, a file or the
 # machine causes them) is the log parser's: backend.logparse.is_permanent, per kind in
@@ -49,7 +50,7 @@ class Transition:
 
 def backoff_delay(failures: int) -> float:
     """5 s, 10 s, 20 s ... capped at 5 min (failures counts the one that just happened)."""
-    return min(BACKOFF_START_S * 2 ** max(failures - 1, 0), BACKOFF_CAP_S)
+    return float(min(BACKOFF_START_S * 2 ** max(failures - 1, 0), BACKOFF_CAP_S))
 
 
 def argv_hash(argv: list[str]) -> str:
@@ -134,7 +135,7 @@ class Supervisor:
             "env": self.launch.env,
             "settings": self.settings.snapshot(),
             # what the supervisor itself saw (/health failing) first; else the log's diagnosis
-            "failure": self.failure or (snap.get("failure") if self.state in ("failed", "backoff") else None),
+            "failure": self.failure or (snap.get("failure") if self.state in FAILING else None),
             "attempt": self.restarts + 1,
             "attempts": self.attempts[-ATTEMPTS_KEPT:],
             "last_failure": self.attempts[-1] if self.attempts else None,
@@ -170,7 +171,7 @@ class Supervisor:
         self.log_path.write_text(launch_marker(self.started_at, self.proc.pid, self.launch.argv), encoding="utf-8")
         self._set("starting", f"pid {self.proc.pid}")
 
-    async def _read_output(self, log) -> None:
+    async def _read_output(self, log: TextIO) -> None:
         assert self.proc and self.proc.stdout
         while True:
             try:
@@ -194,13 +195,13 @@ class Supervisor:
             self.on_line(line)
         if any(type(e).__name__ in ("Figure", "Failure") for e in events):
             self._write_state()
-        if any(type(e).__name__ == "Failure" and e.kind == "engine_dead" for e in events):
+        if any(isinstance(e, Failure) and e.kind == "engine_dead" for e in events):
             self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
 
     async def _watch_health(self) -> None:
         interval = float(self.settings.console["health_interval_s"])
         grace = float(self.settings.console["health_grace_s"])
-        from backend.httpclient import async_client
+        from backend.httpclient import async_client  # httpx only once a request is made: start-up
 
         # the key this launch was given (never from argv), as the console's own requests send it
         async with async_client(self.settings.base_url, self.launch.secret_env.get("VLLM_API_KEY"),
@@ -247,8 +248,9 @@ class Supervisor:
 
     def _foreign_listener(self) -> str | None:
         """None when a process of this launch's tree listens on the port; else who does."""
-        import psutil
+        import psutil  # start-up: the console's first frame does not need it
 
+        # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
         from backend import owners, procs
 
         port = int(self.settings.server["port"])
@@ -273,6 +275,7 @@ class Supervisor:
     async def _terminate(self) -> None:
         """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout,
         then check with NVML that the GPU memory those processes held is released."""
+        # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
         from backend import orphans, procs
 
         pids = procs.group_members(self._pgid) if self._pgid else []
@@ -290,6 +293,7 @@ class Supervisor:
 
     async def _run_once(self) -> int:
         await self._spawn()
+        assert self.log_path is not None  # _spawn set it
         with open(self.log_path, "a", encoding="utf-8") as log:
             reader = asyncio.create_task(self._read_output(log))
             health = asyncio.create_task(self._watch_health())
@@ -341,6 +345,7 @@ class Supervisor:
 
     async def _reap_leftovers(self) -> None:
         """After the API process is gone, make sure nothing of its group survives."""
+        # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
         from backend import orphans, procs
 
         if self._pgid is None:
@@ -355,7 +360,7 @@ class Supervisor:
     async def run(self) -> int:
         """Run until stopped (exit code 0) or failed for good (1)."""
         if self.gpus is None and self.settings.planner.get("device") != "cpu":
-            from backend.gpu import GpuMonitor
+            from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
             from backend.orphans import configured_gpus
 
             self.gpus = await asyncio.to_thread(GpuMonitor, configured_gpus(self.settings.env))
@@ -421,7 +426,7 @@ class Supervisor:
     def request_stop(self) -> None:
         self._stop_requested.set()
 
-    def control_requested(self) -> asyncio.Task | None:
+    def control_requested(self) -> asyncio.Task[Any] | None:
         """SIGUSR1: a sleep / wake request waits in the request file (backend/sleep.py)."""
         req = sleep.take_request(self.state_path)
         if req:

@@ -12,32 +12,43 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from backend import startup_history, statefile
+from backend.status import IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
+
+if TYPE_CHECKING:
+    from backend.logparse import LogParser
+    from backend.orphans import OrphanScan, Stopped
 
 
-@dataclass
+@dataclass(frozen=True)
 class Poll:
-    state: dict[str, Any]
+    """One look at the server for the console: its status, the log lines since the last look, and
+    what the log parser made of the whole log. A status given as a dict (tests, recordings) is read
+    with ServerStatus.from_dict."""
+
+    state: ServerStatus
     lines: list[str] = field(default_factory=list)
     new_log: bool = False  # the lines start a new log (a (re)start): clear what was shown
-    parsed: dict[str, Any] = field(default_factory=dict)
+    parsed: dict[str, Any] = field(default_factory=dict)  # LogParser.snapshot()
     timeline: list[tuple[str, float | None, float | None]] = field(default_factory=list)  # phase, start, s
     profile: str | None = None  # the workload profile the supervised server was started with
 
-
-SLEEP_KEYS = ("sleep_enabled", "sleep_level", "slept_at", "gpu_memory_freed_bytes", "wake_seconds", "sleep_op")
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, ServerStatus):
+            object.__setattr__(self, "state", ServerStatus.from_dict(self.state))
 
 
 def _stale(why: str | None) -> bool:
-    return bool(why) and why.startswith("stale state file")
+    return why is not None and why.startswith("stale state file")
 
 
 def _died(last: dict[str, Any]) -> dict[str, Any]:
     """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
-    from backend import procs
+    from backend import procs  # start-up: the console imports this module before its first frame
 
     left = statefile.leftovers(last)
     infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
@@ -51,41 +62,37 @@ def _died(last: dict[str, Any]) -> dict[str, Any]:
             "left": [{"pid": i.pid, "role": i.role, "cmdline": i.cmdline} for i in infos]}
 
 
-def status() -> dict[str, Any]:
-    """The contract of `qwen-tui status --json`."""
+def status() -> ServerStatus:
+    """The server as a console sees it; `.to_dict()` is the contract of `qwen-tui status --json`."""
     data, why = statefile.read_live(cleanup=False)
     if data is None:
         last = statefile.read() or {}
-        died = _died(last) if last.get("state") in statefile.RUNNING and _stale(why) else None
-        state = "failed" if last.get("state") == "failed" or died else "stopped"
-        failure = died or (last.get("failure") if state == "failed" else None)
-        return {"state": state, "pid": None, "supervisor_pid": None, "port": last.get("port"),
-                "base_url": last.get("base_url"), "uptime_s": None, "restarts": last.get("restarts") or 0,
-                "log_path": last.get("log_path"), "detail": failure["message"] if died else last.get("detail"),
-                "failure": failure, "left": died["left"] if died else [],
-                "kv_cache_tokens": None, "max_concurrency": None, "note": why,
-                "last_failure": last.get("last_failure"), "attempts": last.get("attempts") or [],
-                **{k: None for k in SLEEP_KEYS}}
+        died = _died(last) if in_group(last.get("state"), SUPERVISED) and _stale(why) else None
+        state = ServerState.FAILED if last.get("state") == "failed" or died else ServerState.STOPPED
+        failure = died or (last.get("failure") if state is ServerState.FAILED else None)
+        return ServerStatus(state=state, port=last.get("port"), base_url=last.get("base_url"),
+                            restarts=last.get("restarts") or 0, log_path=last.get("log_path"),
+                            detail=died["message"] if died else last.get("detail"), failure=failure,
+                            left=died["left"] if died else [], note=why, last_failure=last.get("last_failure"),
+                            attempts=last.get("attempts") or [])
     figures = dict(data.get("figures") or {})
     started = data.get("started_at")
-    return {"state": data.get("state"), "pid": data.get("pid"), "supervisor_pid": data.get("supervisor_pid"),
-            "port": data.get("port"), "base_url": data.get("base_url"),
-            "uptime_s": round(time.time() - started, 1) if started else None,
-            "restarts": data.get("restarts") or 0, "log_path": data.get("log_path"),
-            "detail": data.get("detail"), "failure": data.get("failure"),
-            "served_models": data.get("served_models"), "ready_at": data.get("ready_at"),
-            "served_model_name": data.get("served_model_name"),
-            "stop_report": data.get("stop_report"), **figures,
-            "expected_ready_s": startup_history.expected(data.get("argv_hash"),
-                                                         statefile.state_path().parent / "startups.json"),
-            "sigkill_in_s": _sigkill_in(data),
-            "kv_cache_tokens": figures.get("kv_cache_tokens"),
-            "max_concurrency": figures.get("max_concurrency"),
-            # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
-            "attempt": data.get("attempt"), "last_failure": data.get("last_failure"),
-            "attempts": data.get("attempts") or [], "reaping_pids": data.get("reaping_pids") or [],
-            # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
-            **{k: data.get(k) for k in SLEEP_KEYS}}
+    return ServerStatus(
+        state=ServerState.parse(data.get("state")) or ServerState.STOPPED, supervised=True,
+        pid=data.get("pid"), supervisor_pid=data.get("supervisor_pid"), port=data.get("port"),
+        base_url=data.get("base_url"), uptime_s=round(time.time() - started, 1) if started else None,
+        restarts=data.get("restarts") or 0, log_path=data.get("log_path"), detail=data.get("detail"),
+        failure=data.get("failure"), served_models=data.get("served_models"), ready_at=data.get("ready_at"),
+        served_model_name=data.get("served_model_name"), stop_report=data.get("stop_report"), figures=figures,
+        expected_ready_s=startup_history.expected(data.get("argv_hash"),
+                                                  statefile.state_path().parent / "startups.json"),
+        sigkill_in_s=_sigkill_in(data),
+        kv_cache_tokens=figures.get("kv_cache_tokens"), max_concurrency=figures.get("max_concurrency"),
+        # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
+        attempt=data.get("attempt"), last_failure=data.get("last_failure"),
+        attempts=data.get("attempts") or [], reaping_pids=data.get("reaping_pids") or [],
+        # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
+        sleep={k: data.get(k) for k in SLEEP_KEYS})
 
 
 def _sigkill_in(data: dict[str, Any]) -> float | None:
@@ -144,7 +151,7 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
 
 
 def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL,
-                 env: dict[str, str] | None = None) -> subprocess.Popen:
+                 env: dict[str, str] | None = None) -> subprocess.Popen[Any]:
     """Start `argv` in its own session and reap it the moment it exits.
 
     The supervisor is a child of the process that started it (the console). Unreaped, it would stay
@@ -163,7 +170,7 @@ def stop(timeout: float | None = None) -> tuple[bool, str]:
     data, why = statefile.read_live(cleanup=False)
     if data is None:
         last = statefile.read() or {}
-        if last.get("state") in statefile.RUNNING and _stale(why):
+        if in_group(last.get("state"), SUPERVISED) and _stale(why):
             died = _died(last)
             return not died["left"], f"{died['message']}; fix: {died['fix']}"
         return True, "not running" + (f" ({why})" if why else "")
@@ -192,22 +199,22 @@ class LogFollower:
 
     def __init__(self, max_initial_lines: int = 20000) -> None:
         self.path: str | None = None
-        self._f = None
+        self._f: TextIO | None = None
         self._partial = ""
-        self._parser = None
+        self._parser: LogParser | None = None
         self.max_initial_lines = max_initial_lines
 
     @property
-    def parser(self):
+    def parser(self) -> LogParser:
         """The log's parser, made on first use: its imports (~15 ms) stay off the console's start."""
         if self._parser is None:
-            from backend.logparse import LogParser
+            from backend.logparse import LogParser  # start-up: the console imports this module before its first frame
 
             self._parser = LogParser()
         return self._parser
 
     @parser.setter
-    def parser(self, value) -> None:
+    def parser(self, value: LogParser | None) -> None:
         self._parser = value
 
     def close(self) -> None:
@@ -249,20 +256,20 @@ class ServerClient:
 
     def poll(self) -> Poll:
         st = status()
-        lines, new_log = self.follower.poll(st.get("log_path"))
+        lines, new_log = self.follower.poll(st.log_path)
         parsed = self.follower.parser.snapshot()
-        if st["state"] == "stopped":
+        if st.state is ServerState.STOPPED:
             # status() says "failed" when the last run failed; "stopped" is a clean stop (or none
             # yet): not what the shutdown lines of the old log look like, nor the parser's
             # initial "starting"
             parsed = dict(parsed, phase="stopped", failure=None)
         timeline = self.follower.parser.phase_durations()
-        if st["state"] == "stopped":  # nothing is under way: no open phase, no "failed" of a stop
+        if st.state is ServerState.STOPPED:  # nothing is under way: no open phase, no "failed" of a stop
             timeline = [t for t in timeline if t[2] is not None and t[0] != "failed"]
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,
                     timeline=timeline, profile=self._profile(st))
 
-    def _profile(self, st: dict[str, Any]) -> str | None:
+    def _profile(self, st: Mapping[str, Any]) -> str | None:
         """The running server's profile, from its supervisor's settings (read once per supervisor)."""
         key = (st.get("supervisor_pid"), st.get("attempt"))
         if key[0] is None:
@@ -274,26 +281,26 @@ class ServerClient:
 
     def start(self, allow_orphans: bool = False) -> str:
         live, _ = statefile.read_live(cleanup=True)
-        if live and live.get("state") not in ("stopped", "failed"):
+        if live and not in_group(live.get("state"), IDLE):
             return f"already {live.get('state')} (supervisor pid {live.get('supervisor_pid')})"
         data = start_detached(self.global_argv, allow_orphans=allow_orphans)
         return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"
 
-    def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None):
+    def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None) -> OrphanScan:
         """Processes no supervisor owns that hold (or may hold) the GPUs: backend.orphans.OrphanScan."""
-        from backend import orphans
+        from backend import orphans  # start-up: the console imports this module before its first frame
 
         return orphans.scan(server_env, monitor=gpus)
 
-    def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None):
+    def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None) -> Stopped:
         """Kill exactly these pids of ``found`` and check their GPU memory: backend.orphans.Stopped."""
-        from backend import orphans
+        from backend import orphans  # start-up: the console imports this module before its first frame
 
         return orphans.kill(pids, found, monitor=gpus)
 
     def sleep_wake(self, action: str, level: int = 1) -> tuple[bool, str]:
         """Ask the supervisor to sleep (level 1 or 2) or wake its server: (ok, what happened)."""
-        from backend import sleep
+        from backend import sleep  # start-up: the console imports this module before its first frame
 
         try:
             op = sleep.request(action, level if action == "sleep" else None)
@@ -303,7 +310,7 @@ class ServerClient:
 
     def stop_supervisor(self, info: Any) -> str:
         """SIGTERM another live supervisor of this user (backend.owners.SupervisorInfo) and wait."""
-        from backend import owners
+        from backend import owners  # start-up: the console imports this module before its first frame
 
         return owners.stop_supervisor(info)
 

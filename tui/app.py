@@ -9,16 +9,25 @@ import signal
 import threading
 from typing import Any
 
+from textual import on
 from textual.app import App
+from textual.worker import Worker, WorkerState
 
 from backend import daemon_threads
 from backend.settings import Settings
+from backend.status import RUNNING, ServerState
 from tui.screens.main import MainScreen
 from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
-RUNNING = ("starting", "ready", "backoff", "sleeping")
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
+# what each worker group does, for the message that says which one failed
+WORKER_PURPOSE = {
+    "poll": "the server poll", "gpus": "the GPU sampler", "metrics": "the /metrics reader",
+    "plan": "the memory planner", "action": "a server action", "start": "the start",
+    "chat": "the chat", "bench": "the load test", "doctor": "the doctor", "report": "the report",
+    "settings-save": "saving a setting", "orphan-kill": "the orphan kill",
+}
 
 
 class QwenApp(App):
@@ -37,6 +46,7 @@ class QwenApp(App):
         self.quit_choice: str | None = None
         self.main_screen: MainScreen | None = None
         self._quitting = False
+        self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
 
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -56,6 +66,19 @@ class QwenApp(App):
             except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (tests)
                 pass
 
+    @on(Worker.StateChanged)
+    def show_worker_failure(self, event: Worker.StateChanged) -> None:
+        """Any worker that raised (they run with exit_on_error=False): say which, and what, where
+        it is seen; otherwise its panel would just stop changing."""
+        if event.state is not WorkerState.ERROR:
+            return
+        worker = event.worker
+        purpose = WORKER_PURPOSE.get(worker.group, f"worker {worker.group}")
+        error = worker.error
+        self.worker_failures.append((worker.name, worker.group, repr(error)))
+        self.notify(f"{purpose} ({worker.name}) stopped: {type(error).__name__}: {error}",
+                    title="worker failed", severity="error", timeout=30)
+
     def _signalled(self) -> None:
         """SIGHUP / SIGTERM: exit now, and for sure: a watchdog ends the process if exiting hangs."""
         start_exit_watchdog(0)
@@ -63,7 +86,7 @@ class QwenApp(App):
 
     def reload_settings(self, settings: Settings | None = None) -> Settings:
         """Adopt settings saved from the console (or read them again: same file, --demo, --set)."""
-        from backend.setting_rows import reload
+        from backend.setting_rows import reload  # start-up: loaded on first use, not before the console's first frame
 
         new = settings if settings is not None else reload(self.settings)
         theme = new.console["theme"]
@@ -73,9 +96,9 @@ class QwenApp(App):
         return new
 
     # -- every way out: q, ctrl+q, ctrl+c, the palette's Quit ---------------------------------
-    def server_state(self) -> str:
+    def server_state(self) -> ServerState:
         screen = self.main_screen
-        return (getattr(screen, "state", None) or {}).get("state", "stopped") if screen else "stopped"
+        return screen.state.state if screen is not None else ServerState.STOPPED
 
     async def action_quit(self) -> None:
         """ctrl+q and the command palette's Quit: the same on_exit policy as q."""
@@ -85,7 +108,7 @@ class QwenApp(App):
         """ctrl+c outside a text field (there it copies): quit through the on_exit policy."""
         self.request_quit()
 
-    def request_quit(self, state: str | None = None) -> None:
+    def request_quit(self, state: ServerState | str | None = None) -> None:
         if self._quitting or isinstance(self.screen, QuitScreen):
             return  # already asking, or already stopping on the way out
         state = state or self.server_state()

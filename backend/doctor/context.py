@@ -4,18 +4,19 @@ and `Context` (the settings plus facts computed once: install, server state, vis
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
-import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
 from backend.launch import VllmInstall, detect_install, python_for
+from backend.ports import listening_pids, probe_bind
 from backend.settings import Settings
+from backend.status import HAS_PROCESS, in_group
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -47,50 +48,15 @@ class Check:
 
 
 # -- the outside world, replaceable in tests -----------------------------------------------------
-def probe_bind(host: str, port: int) -> OSError | None:
-    """Bind (not listen) host:port the way a server would (SO_REUSEADDR); the error, or None if free."""
-    try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as e:
-        return OSError(errno.EADDRNOTAVAIL, f"cannot resolve {host!r}: {e.strerror}")
-    family, kind, proto, _, addr = infos[0]
-    try:
-        with socket.socket(family, kind, proto) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(addr)
-    except OSError as e:
-        return e
-    return None
-
-
-def listening_pids(port: int) -> list[tuple[int, str]]:
-    """(pid, name) of processes listening on `port`, where this user may see them."""
-    import psutil
-
-    try:
-        conns = psutil.net_connections(kind="inet")
-    except (psutil.Error, OSError):
-        return []
-    out = []
-    for c in conns:
-        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
-            try:
-                name = psutil.Process(c.pid).name()
-            except psutil.Error:
-                name = "?"
-            out.append((c.pid, name))
-    return sorted(set(out))
-
-
-def scan_processes(settings: Settings, monitor: Any) -> list:
+def scan_processes(settings: Settings, monitor: Any) -> list[Any]:
     """vLLM and GPU processes the supervised server does not own (backend.orphans)."""
-    from backend import orphans
+    from backend import orphans  # only for this check: `doctor` runs each check on its own
 
     return orphans.scan(settings.env, monitor=monitor).processes
 
 
-def server_status() -> dict[str, Any]:
-    from backend import supervisor_client
+def server_status() -> Mapping[str, Any]:
+    from backend import supervisor_client  # only for this check: `doctor` runs each check on its own
 
     return supervisor_client.status()
 
@@ -120,8 +86,8 @@ class Env:
     shm_path: str = "/dev/shm"
     bind: Callable[[str, int], OSError | None] = probe_bind
     port_holders: Callable[[int], list[tuple[int, str]]] = listening_pids
-    server_status: Callable[[], dict[str, Any]] = server_status
-    processes: Callable[[Settings, Any], list] = scan_processes
+    server_status: Callable[[], Mapping[str, Any]] = server_status
+    processes: Callable[[Settings, Any], list[Any]] = scan_processes
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     home: Path = field(default_factory=Path.home)
 
@@ -168,7 +134,7 @@ class Context:
 
     @property
     def ours_running(self) -> bool:
-        return self.status.get("state") in ("starting", "ready", "stopping")
+        return in_group(self.status.get("state"), HAS_PROCESS)
 
     def gpu_skip(self) -> str | None:
         """Why GPU facts are unavailable, or None."""
@@ -179,7 +145,7 @@ class Context:
         return None
 
     @cached_property
-    def visible(self) -> list:
+    def visible(self) -> list[Any]:
         """The monitor's GPUs that CUDA_VISIBLE_DEVICES lets vLLM see, in CUDA order."""
         gpus = list(self.monitor.gpus) if self.gpu_skip() is None else []
         raw = self.server_env.get("CUDA_VISIBLE_DEVICES")
@@ -195,12 +161,13 @@ class Context:
         return out
 
     @property
-    def used(self) -> list:
+    def used(self) -> list[Any]:
         return self.visible[: self.world]
 
     @cached_property
     def plan(self) -> tuple[Any, str | None]:
         """(Ledger, None) or (None, why)."""
+        # only for this check: `doctor` runs each check on its own
         from backend.ledger import LedgerInputError, plan_from_settings
         from backend.ledger.adapter import gpus_from_monitor
 

@@ -4,10 +4,12 @@ other processes, peer-to-peer between the GPUs."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from backend.doctor import cuda_libs
 from backend.doctor.context import COVERED, DTYPE_FIX, P2P_FIX, UNEXPLAINED_USED, Check, Context, cc_text, gib, plural
 from backend.launch import build_launch
+from backend.procs import ProcInfo
 
 
 # -- 1. vLLM ----------------------------------------------------------------------------------------
@@ -65,7 +67,7 @@ def check_cuda_libs(ctx: Context) -> Check:
             errors.append(f"{name}: {e}")
             continue
         return Check("cuda-libs", "ok", f"{name} loads from the system library path{why}")
-    from backend.logparse.diagnose import lib_fix
+    from backend.logparse.environment import lib_fix  # only for this check: `doctor` runs each check on its own
 
     need = f"vLLM's CUDA {build.major} build needs it" if build.major else "the CUDA build of vLLM needs one"
     fix = lib_fix(names[0]) if build.major else (
@@ -105,7 +107,7 @@ def check_gpus(ctx: Context) -> Check:
 
 # -- 4. bfloat16 -------------------------------------------------------------------------------------
 def check_bf16(ctx: Context) -> Check:
-    from backend.ledger.shapes import canonical_dtype
+    from backend.ledger.shapes import canonical_dtype  # only for this check: `doctor` runs each check on its own
 
     if ctx.device == "cpu":
         return Check("bf16", "skip", 'planner.device = "cpu": no compute capability to check')
@@ -163,7 +165,7 @@ def check_memory(ctx: Context) -> list[Check]:
 
 
 # -- 6. memory held by other processes ---------------------------------------------------------------
-def _describe(p) -> str:
+def _describe(p: ProcInfo) -> str:
     cmd = " ".join(p.cmdline.split())
     cmd = cmd if len(cmd) <= 60 else cmd[:57] + "..."
     gpu = f", GPU {gib(p.gpu_bytes)}" if p.gpu_bytes else ""
@@ -224,7 +226,9 @@ def check_p2p(ctx: Context) -> Check:
         value, where = ctx.env.environ.get("NCCL_P2P_DISABLE"), "the inherited environment"
     disabled = str(value).strip() == "1"
     bad = [p for p in pairs if not p.ok]
-    topo = lambda p: f", {p.topology}" if p.topology else ""  # noqa: E731
+    def topo(p: Any) -> str:
+        return f", {p.topology}" if p.topology else ""
+
     if not bad:
         text = "P2P read/write OK between " + ", ".join(f"GPU{p.gpu_a}-GPU{p.gpu_b}{topo(p)}" for p in pairs)
         return Check("p2p", "ok", text + ("; NCCL_P2P_DISABLE=1 makes NCCL skip it" if disabled else ""))

@@ -5,8 +5,12 @@ from __future__ import annotations
 import errno
 import json
 from pathlib import Path
+from typing import Any
 
 from backend.doctor.context import SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, GiB, MiB, gb, gib, plural
+from backend.hf_cache import hf_cache_root
+from backend.hf_cache import snapshot as _snapshot
+from backend.status import FAILING, HAS_PROCESS, in_group
 
 
 # -- 8. /dev/shm -------------------------------------------------------------------------------------
@@ -19,7 +23,9 @@ def check_shm(ctx: Context) -> Check:
             return Check("shm", "skip", f"cannot read {path} ({e.strerror or e}); one process group needs little")
         return Check("shm", "warn", f"cannot read {path} ({e.strerror or e}); NCCL needs shared memory", SHM_FIX)
     total, free = st.f_frsize * st.f_blocks, st.f_frsize * st.f_bavail
-    fmt = lambda b: f"{b / MiB:.0f} MiB" if b < GiB else gib(b)  # noqa: E731
+    def fmt(b: float) -> str:
+        return f"{b / MiB:.0f} MiB" if b < GiB else gib(b)
+
     msg = f"{path}: {fmt(total)}, {fmt(free)} free"
     why = f"; vLLM/NCCL with {ctx.world} GPU processes need shared memory" if multi else ""
     if total <= SHM_FAIL:
@@ -57,36 +63,12 @@ def check_port(ctx: Context) -> Check:
 
 
 # -- 10/11. model files and disk ---------------------------------------------------------------------
-def hf_cache_root(download_dir: str | None, env: dict[str, str], home: Path) -> Path:
-    """Where vLLM looks for (and downloads) a repo id: --download-dir, else huggingface_hub's cache."""
-    if download_dir:
-        return Path(download_dir).expanduser()
-    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if env.get(key):
-            return Path(env[key]).expanduser()
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    xdg = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else home / ".cache"
-    return xdg / "huggingface" / "hub"
-
-
-def _snapshot(repo_dir: Path) -> Path | None:
-    try:
-        ref = (repo_dir / "refs" / "main").read_text(encoding="ascii").strip()
-        if (repo_dir / "snapshots" / ref).is_dir():
-            return repo_dir / "snapshots" / ref
-    except OSError:
-        pass
-    snaps = [s for s in (repo_dir / "snapshots").glob("*") if s.is_dir()]
-    return max(snaps, key=lambda s: s.stat().st_mtime) if snaps else None
-
-
 # vLLM --load-format values that read no weight files from the model folder: `dummy` makes random
 # weights (vllm/model_executor/model_loader/dummy_loader.py); the others stream from elsewhere.
 NO_FILE_FORMATS = {"dummy", "runai_streamer", "runai_streamer_sharded", "tensorizer"}
 
 
-def load_format(settings_server: dict, extra_args: list[str]) -> str:
+def load_format(settings_server: dict[str, Any], extra_args: list[str]) -> str:
     """The --load-format vLLM will use: server.load_format, or one passed in extra_args (last wins)."""
     fmt = str(settings_server.get("load_format") or "auto")
     for i, arg in enumerate(extra_args):
@@ -99,7 +81,7 @@ def load_format(settings_server: dict, extra_args: list[str]) -> str:
 
 def folder_problems(folder: Path, fmt: str = "auto") -> tuple[str | None, str]:
     """(what is wrong or None, a summary of what is there) for a model folder."""
-    from backend.ledger.safetensors_count import count_dir
+    from backend.ledger.safetensors_count import count_dir  # only for this check: `doctor` runs each check on its own
 
     if not (folder / "config.json").is_file():
         return f"no config.json in {folder}", ""
@@ -186,7 +168,7 @@ def check_model(ctx: Context) -> Check:
 
 def _pulled(ctx: Context, model: str, root: Path, fmt: str) -> Check | None:
     """What `qwen-tui pull` has of this repo id in its default folder, or None."""
-    from backend.pull import state as pull_state
+    from backend.pull import state as pull_state  # only for this check: `doctor` runs each check on its own
     from backend.pull.progress import overall_line
     from backend.pull.run import default_local_dir
 
@@ -247,7 +229,7 @@ def check_disk(ctx: Context) -> Check:
 
 def _pull_space(ctx: Context, model: str, cache_probe: Path) -> str:
     """The free space where `qwen-tui pull` would put the model, when that is another folder."""
-    from backend.pull.run import default_local_dir
+    from backend.pull.run import default_local_dir  # only for this check: `doctor` runs each check on its own
 
     probe = default_local_dir(model)
     while not probe.exists() and probe != probe.parent:
@@ -270,10 +252,10 @@ def check_server(ctx: Context) -> Check:
     failure = st.get("failure") or {}
     if state == "stopped":
         return Check("server", "ok", "not running" + note)
-    if state in ("ready", "starting", "stopping", "sleeping"):
+    if in_group(state, HAS_PROCESS):
         up = f", up {st['uptime_s']:.0f} s" if isinstance(st.get("uptime_s"), (int, float)) else ""
         return Check("server", "ok", f"{state} at {where} (vLLM pid {st.get('pid')}{up})" + note)
-    if state in ("failed", "backoff"):
+    if in_group(state, FAILING):
         what = f"{failure.get('kind')}: {failure.get('message')}" if failure else (st.get("detail") or "no detail")
         head = "the last run failed" if state == "failed" else "restarting after a failure"
         return Check("server", "warn", f"{head}: {what}" + note,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend import apikey
 from backend.doctor.context import Check, Context
-from backend.settings import ConfigError
+from backend.errors import ConfigError
 
 
 def check_security(ctx: Context) -> Check:

@@ -13,6 +13,8 @@ Public API:
 backend/ must not import textual; nothing here does.
 """
 
+from typing import Any
+
 from backend.ledger.adapter import (
     LedgerInputError,
     cards_from,
@@ -44,9 +46,9 @@ __all__ = [
 ]
 
 
-def run_plan(settings, as_json, out=None, gpus=None):  # noqa: D103 - see cli.run_plan
-    import sys
+def run_plan(settings: Any, as_json: bool, out: Any = None, gpus: Any = None) -> int:  # see cli.run_plan
+    import sys  # `python -m backend.ledger` only
 
-    from backend.ledger.cli import run_plan as _run
+    from backend.ledger.cli import run_plan as _run  # `python -m backend.ledger` only
 
     return _run(settings, as_json, out if out is not None else sys.stdout, gpus)

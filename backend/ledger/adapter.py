@@ -14,12 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend.ledger import overheads as ov
+from backend.ledger import overheads
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
 from backend.ledger.shapes import ModelShape, from_config, lookup
 
-GiB = ov.GiB
+GiB = overheads.GiB
 PLANNER_DEFAULT_GIB = 24.0  # backend.settings PLANNER["gpu_memory_gib"].default
 
 
@@ -80,10 +80,10 @@ def shape_from_dir(path: Path, source: str = "config.json") -> ModelShape:
     return shape
 
 
-_CACHE: dict[tuple, tuple[tuple, ModelShape]] = {}
+_CACHE: dict[tuple[Any, ...], tuple[tuple[Any, ...], ModelShape]] = {}
 
 
-def _stamp(path: Path) -> tuple:
+def _stamp(path: Path) -> tuple[Any, ...]:
     try:
         files = [path / "config.json", *sorted(path.glob("*.safetensors"))]
         return tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)
@@ -109,14 +109,14 @@ def resolve_shape(model: str, download_dir: str | None = None) -> ModelShape:
         return shape
     if model.startswith(("/", "./", "../", "~")) or os.sep in model.strip("/").replace("/", "", 1):
         raise LedgerInputError(f"server.model = {model!r}: no such folder")
-    shape = lookup(model)
-    if shape is None:
+    known = lookup(model)
+    if known is None:
         raise LedgerInputError(
             f"server.model = {model!r}: not a local folder, not in the Hugging Face cache, and not "
             "in the built-in table (Qwen/Qwen2.5-{0.5B..72B}[-Instruct[-AWQ|-GPTQ-Int4|-GPTQ-Int8]], "
             "Llama-3.1-8B/70B, Qwen3-8B/14B/32B/30B-A3B, QwQ-32B). Download it, or set "
             "server.model to its folder.")
-    return replace(shape, source=f"built-in table ({shape.name})")
+    return replace(known, source=f"built-in table ({known.name})")
 
 
 # -- devices -------------------------------------------------------------------------------------
@@ -132,12 +132,12 @@ def _visible(env: dict[str, str], n: int) -> list[int] | None:
     return out
 
 
-def cards_from(settings: Any, gpus: list[dict] | None, check_free: bool = True) -> list[Card]:
+def cards_from(settings: Any, gpus: list[dict[str, Any]] | None, check_free: bool = True) -> list[Card]:
     """Cards vLLM will use: NVML readings when given, else planner.gpu_* (CPU: this machine)."""
     planner = settings.planner
     if planner.get("device") == "cpu":
         gib = float(planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
-        total, avail = ov.cpu_total_memory()
+        total, avail = overheads.cpu_total_memory()
         if total is None or gib != PLANNER_DEFAULT_GIB:
             total, avail = int(gib * GiB), None
         return [Card("CPU", int(total), memory_free_bytes=avail if check_free else None, source="cpu")]
@@ -186,7 +186,7 @@ def params_from_settings(settings: Any, vllm_version: str | None = None) -> Plan
         gpu_count=None)
 
 
-def gpus_from_monitor(monitor: Any, with_free: bool = True) -> list[dict] | None:
+def gpus_from_monitor(monitor: Any, with_free: bool = True) -> list[dict[str, Any]] | None:
     """The NVML readings plan_from_settings takes, from a backend.gpu.GpuMonitor (None without NVML):
     name, memory_total_bytes, cc, memory_reserved_bytes (memory info v2: the driver's own share, which
     CUDA's total, and so vLLM's budget, leaves out) and, with_free, memory_free_bytes."""
@@ -204,7 +204,7 @@ def gpus_from_monitor(monitor: Any, with_free: bool = True) -> list[dict] | None
     return out or None
 
 
-def plan_from_settings(settings: Any, gpus: list[dict] | None = None, vllm_version: str | None = None,
+def plan_from_settings(settings: Any, gpus: list[dict[str, Any]] | None = None, vllm_version: str | None = None,
                        check_free: bool = True) -> Ledger:
     """The ledger for these settings. Raises LedgerInputError when the model cannot be resolved.
 
@@ -219,12 +219,13 @@ def plan_from_settings(settings: Any, gpus: list[dict] | None = None, vllm_versi
     return plan(shape, params, cards)
 
 
-def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict | None, str | None]:
+def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict[str, Any] | None, str | None]:
     """The plan JSON for the console's ledger panel, or (None, why). Never raises.
 
     `monitor` is a backend.gpu.GpuMonitor (or None): its static facts replace the planner's card.
     The running server's own memory is not held against it (check_free=False).
     """
+    # only for the CLI or a real install: plan() stays a pure function
     from backend.launch import detect_install, python_for
 
     try:

@@ -8,16 +8,13 @@ do not make `fits` false.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from backend.ledger import cards as card_table
-from backend.ledger import overheads as ov
+from backend.ledger import overheads
 from backend.ledger.shapes import QuantSpec, lookup
+from backend.ledger.types import Card, Ledger, PlanContext, Problem, valid_tp_sizes, weights_on_gpu
 
-if TYPE_CHECKING:
-    from backend.ledger.core import Card, Ledger, _Ctx
-
-GiB = ov.GiB
+GiB = overheads.GiB
 
 
 def _g(b: float) -> str:
@@ -29,9 +26,7 @@ def _util_fix(need_bytes: float, usable: int) -> str | None:
     return f"server.gpu_memory_utilization = {u:.2f}" if u <= 0.95 else None
 
 
-def _quantized_alternative(ctx: "_Ctx", budget_for_weights: int, tp: int) -> str | None:
-    from backend.ledger.core import _weights_gpu
-
+def _quantized_alternative(ctx: PlanContext, budget_for_weights: int, tp: int) -> str | None:
     if ctx.quant is not None:
         return None
     name = ctx.params.model or ctx.shape.name
@@ -39,8 +34,8 @@ def _quantized_alternative(ctx: "_Ctx", budget_for_weights: int, tp: int) -> str
     base = name.rstrip("/").split("/")[-1]
     if lookup(base) is not None and base.lower().startswith("qwen2.5-") and "-instruct" in base.lower():
         awq_id = f"Qwen/{base.split('-Instruct')[0]}-Instruct-AWQ"
-    awq = _weights_gpu(ctx, tp, QuantSpec("awq", 4, 128))
-    fp8 = _weights_gpu(ctx, tp, QuantSpec("fp8", 8, -1))
+    awq = weights_on_gpu(ctx, tp, QuantSpec("awq", 4, 128))
+    fp8 = weights_on_gpu(ctx, tp, QuantSpec("fp8", 8, -1))
     if awq_id and awq <= budget_for_weights:
         return f'server.model = "{awq_id}" (4-bit AWQ, {_g(awq)} per GPU)'
     if fp8 <= budget_for_weights:
@@ -50,9 +45,7 @@ def _quantized_alternative(ctx: "_Ctx", budget_for_weights: int, tp: int) -> str
     return None
 
 
-def _check_devices(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int) -> None:
-    from backend.ledger.core import Problem, valid_tp_sizes
-
+def _check_devices(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: int) -> None:
     shape, tp, pp = ctx.shape, led.tensor_parallel_size, led.pipeline_parallel_size
     if led.device != "cpu" and tp * pp > gpu_count:
         ok = [d for d in valid_tp_sizes(shape, gpu_count // pp) if d * pp <= gpu_count]
@@ -73,9 +66,7 @@ def _check_devices(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: in
             f"server.tensor_parallel_size = {max([d for d in ok if d <= max(1, gpu_count)] or [1])}"))
 
 
-def _check_dtype(led: "Ledger", ctx: "_Ctx", used: list["Card"]) -> None:
-    from backend.ledger.core import Problem
-
+def _check_dtype(led: Ledger, ctx: PlanContext, used: list[Card]) -> None:
     if led.device == "cpu" or led.dtype != "bfloat16":
         return
     for c in used:
@@ -101,9 +92,7 @@ def _check_dtype(led: "Ledger", ctx: "_Ctx", used: list["Card"]) -> None:
         return
 
 
-def _check_lengths(led: "Ledger", ctx: "_Ctx") -> None:
-    from backend.ledger.core import Problem
-
+def _check_lengths(led: Ledger, ctx: PlanContext) -> None:
     derived = ctx.shape.derived_max_model_len
     if ctx.params.max_model_len and ctx.params.max_model_len > derived:
         allowed = str(ctx.params.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")).strip() in ("1", "true")
@@ -116,9 +105,7 @@ def _check_lengths(led: "Ledger", ctx: "_Ctx") -> None:
             f"server.max_model_len = {derived}"))
 
 
-def _check_memory(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int) -> None:
-    from backend.ledger.core import Problem, _weights_gpu, valid_tp_sizes
-
+def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: int) -> None:
     cpu = led.device == "cpu"
     usable, requested = led.usable_bytes_per_gpu, led.budget_bytes_per_gpu
     tp = led.tensor_parallel_size
@@ -142,7 +129,7 @@ def _check_memory(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int
     if not cpu and not ctx.params.kv_cache_memory_bytes and all(c.memory_free_bytes is None for c in used):
         # vLLM (V1 0.9.2+) creates the CUDA context, then refuses to start when the free memory is
         # below utilization x total; older versions start and run out of memory later.
-        context = int(ov.CUDA_CONTEXT_GIB * GiB)
+        context = int(overheads.CUDA_CONTEXT_GIB * GiB)
         if requested > usable - context:
             u = math.floor((usable - context) / usable * 100) / 100
             strict = ctx.beh.engine == "v1" and ctx.beh.version >= (0, 9, 2)
@@ -168,7 +155,7 @@ def _check_memory(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int
             limit = max(gpu_count, tp)
             for d in valid_tp_sizes(ctx.shape, limit):
                 if d > tp and d * led.pipeline_parallel_size <= limit:
-                    w = _weights_gpu(ctx, d)
+                    w = weights_on_gpu(ctx, d)
                     if w + over + need_one <= requested:
                         fixes.append(f"server.tensor_parallel_size = {d} ({_g(w)} per GPU)")
                         break
@@ -223,9 +210,9 @@ def _check_memory(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int
             f"server.max_num_seqs = {max(1, holds)}, or a smaller server.max_model_len"))
 
     if not cpu and led.cuda_graph_bytes and not led.cuda_graphs_subtracted:
-        top = requested + led.cuda_graph_bytes + int(ov.CUDA_CONTEXT_GIB * GiB)
+        top = requested + led.cuda_graph_bytes + int(overheads.CUDA_CONTEXT_GIB * GiB)
         if top > usable:
-            u = math.floor((usable - led.cuda_graph_bytes - ov.CUDA_CONTEXT_GIB * GiB) / usable * 100) / 100
+            u = math.floor((usable - led.cuda_graph_bytes - overheads.CUDA_CONTEXT_GIB * GiB) / usable * 100) / 100
             led.problems.append(Problem(
                 "cuda-graphs-may-not-fit", "warning",
                 f"{led.cuda_graphs} CUDA graphs (~{_g(led.cuda_graph_bytes)}) are captured on top of "
@@ -234,9 +221,7 @@ def _check_memory(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int
                 f"server.gpu_memory_utilization = {u:.2f}, or server.enforce_eager = true"))
 
 
-def _check_weights_files(led: "Ledger", ctx: "_Ctx") -> None:
-    from backend.ledger.core import Problem
-
+def _check_weights_files(led: Ledger, ctx: PlanContext) -> None:
     st = ctx.shape.safetensors
     bad = getattr(st, "bad_files", None)
     if bad:
@@ -247,7 +232,7 @@ def _check_weights_files(led: "Ledger", ctx: "_Ctx") -> None:
             "download the model again (server.model / server.download_dir)"))
 
 
-def run_checks(led: "Ledger", ctx: "_Ctx", used: list["Card"], gpu_count: int) -> None:
+def run_checks(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: int) -> None:
     _check_devices(led, ctx, used, gpu_count)
     _check_lengths(led, ctx)
     _check_dtype(led, ctx, used)

@@ -14,9 +14,9 @@ from backend.ledger.adapter import LedgerInputError, plan_from_settings
 from backend.ledger.core import GiB, Ledger
 
 
-def probe_gpus() -> list[dict] | None:
+def probe_gpus() -> list[dict[str, Any]] | None:
     """NVML readings for the plan (backend.gpu.GpuMonitor, the one NVML reader), or None without NVML."""
-    from backend.gpu import GpuMonitor
+    from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
     from backend.ledger.adapter import gpus_from_monitor
 
     mon = GpuMonitor()
@@ -31,6 +31,7 @@ def probe_gpus() -> list[dict] | None:
 def detect_vllm_version(settings: Any) -> str | None:
     """The vLLM version the server's interpreter has (package metadata; no import of vllm)."""
     try:
+        # only for the CLI or a real install: plan() stays a pure function
         from backend.launch import detect_install, python_for
 
         return detect_install(python_for(settings)).version
@@ -39,7 +40,7 @@ def detect_vllm_version(settings: Any) -> str | None:
 
 
 def cards_reserved(led: Ledger) -> str | None:
-    r = [c.get("reserved_gib") for c in led.cards if c.get("reserved_gib") is not None]
+    r = [float(c["reserved_gib"]) for c in led.cards if c.get("reserved_gib") is not None]
     return f"{min(r):.2f} GiB" if r else None
 
 
@@ -54,7 +55,9 @@ def _n(x: int) -> str:
 def format_table(led: Ledger) -> str:
     d = led.to_dict()
     rows: list[tuple[str, str, str]] = []
-    add = lambda a, b, c="": rows.append((a, b, c))  # noqa: E731
+    def add(a: str, b: str, c: str = "") -> None:
+        rows.append((a, b, c))
+
     per = "per GPU" if led.device != "cpu" else "(CPU)"
     add("Weights, whole model", _g(led.weights_bytes), f"{_n(led.params)} params, {led.dtype}"
         + (f", from {led.weights_source}" if led.weights_source != "config" else ""))
@@ -77,7 +80,9 @@ def format_table(led: Ledger) -> str:
                 + ("" if led.cuda_graphs_subtracted else " on top of the budget"))
         else:
             add("  - CUDA graphs", "0.00 GiB", "enforce_eager")
-    kib = lambda b: f"{b / 1024:.1f} KiB"  # noqa: E731
+    def kib(b: float) -> str:
+        return f"{b / 1024:.1f} KiB"
+
     add("KV per token", kib(led.kv_bytes_per_token),
         f"{_n(led.kv_bytes_per_token)} B, all GPUs; {led.kv_cache_dtype}")
     add(f"KV per token {per}", kib(led.kv_bytes_per_token_per_gpu), f"{_n(led.kv_bytes_per_token_per_gpu)} B")
@@ -118,7 +123,7 @@ def format_table(led: Ledger) -> str:
     return "\n".join(head + body + tail) + "\n"
 
 
-def run_plan(settings: Any, as_json: bool, out: TextIO = sys.stdout, gpus: list[dict] | None = None) -> int:
+def run_plan(settings: Any, as_json: bool, out: TextIO = sys.stdout, gpus: list[dict[str, Any]] | None = None) -> int:
     """Print the ledger for `settings`; 0 fits, 1 does not fit, 2 bad input."""
     try:
         if gpus is None and settings.planner.get("device") != "cpu":

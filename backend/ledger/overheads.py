@@ -1,8 +1,9 @@
 """How vLLM sizes the KV cache, per version, and the overheads the ledger models.
 
-Sources: the real logs in tests/fixtures/vllm-logs/ (named below by file), the notes
-/work/shared/notes/vllm-log-formats.md (sections 3.1, 3.2, 6) and tech-brief.md section 8, and the
-vLLM sources quoted there. Each figure below says which of them it comes from; figures marked
+Sources: the real logs in tests/fixtures/vllm-logs/ (named below by file) and the vLLM sources that print and
+compute these figures: vllm/worker/cache_engine.py and executor_base.py (V0), vllm/v1/core/kv_cache_utils.py,
+vllm/v1/kv_cache_interface.py and vllm/v1/worker/gpu_worker.py (V1), vllm/config/cache.py and
+vllm/engine/arg_utils.py (defaults). Each figure below says which of them it comes from; figures marked
 "estimate" are not measured by any log we have and are the first thing to distrust.
 
 KV budget per GPU (what vLLM prints as "Available KV cache memory")
@@ -47,9 +48,9 @@ V1 from 0.20 on CUDA: measured, not estimated. benchmarks/gpu_calibrate.py ran v
   ones (not modelled). Not measured: tensor parallel (NCCL buffers, the embedding shard per GPU
   are modelled), other GPU kinds, expert parallelism.
 
-Default utilization: 0.90 up to vLLM 0.19, 0.92 from 0.20 (tech-brief section 8: 0.9 in 0.13.0, 0.92
-  in 0.20.2 and 0.33.0; 0.14-0.19 were not checked, the 0.18-era log v0.19dev-...-estimate.log shows
-  0.9000, so 0.20 is taken as the switch).
+Default utilization: 0.90 up to vLLM 0.19, 0.92 from 0.20 (CacheConfig.gpu_memory_utilization in
+  vllm/config/cache.py: 0.9 in 0.13.0, 0.92 in 0.20.2 and 0.33.0; 0.14-0.19 were not checked, the 0.18-era log
+  v0.19dev-...-estimate.log shows 0.9000, so 0.20 is taken as the switch).
 
 Weights: the sharded bytes (shapes.weights_per_gpu) plus the rotary cos/sin cache. For the 3090
   fixture the model gives 14.9888 GiB for Llama-3.1-8B, the log printed "Loading model weights took
@@ -69,7 +70,8 @@ Activation peak: vLLM profiles one forward pass over max_num_batched_tokens toke
 
 max_num_batched_tokens default: V0 (< 0.8) without chunked prefill max(max_model_len, 2048), with
   chunked prefill (automatic above 32,768 tokens) 512 before 0.7, 2048 after; V1 (>= 0.8) API server
-  2048, on >= 70 GiB non-A100 cards 8192 and >= 160 GiB 16384 (tech-brief section 8; the ledger
+  2048, on >= 70 GiB non-A100 cards 8192 and >= 160 GiB 16384 (vllm/engine/arg_utils.py's usage-context
+  defaults; the ledger
   applies the large-card rule from 0.10). max_num_seqs default 256 (1024 on those large cards).
 
 Non-torch memory (cuBLAS/cuDNN workspaces, NCCL buffers): 0.15 GiB on one GPU ("non_torch_memory
@@ -91,7 +93,8 @@ CUDA graphs: captured after the KV cache is allocated. Up to 0.20 vLLM does not 
   decode sizes up to max_num_seqs; V1 < 0.11 sizes up to 512; V0 [1, 2, 4, 8 .. 256] up to
   max_num_seqs. enforce_eager captures none.
 
-Blocks, tokens, concurrency (notes section 6.2/6.3): blocks = floor(kv / (block_size x KV bytes per
+Blocks, tokens, concurrency (V0 get_cache_block_size, V1 AttentionSpec.page_size_bytes and
+  get_max_concurrency_for_kv_cache_config): blocks = floor(kv / (block_size x KV bytes per
   token per GPU)), tokens = blocks x block_size. Concurrency: V0 and V1 before 0.9 tokens /
   max_model_len; V1 0.9+ blocks / ceil(max_model_len / block_size); from 0.28 vLLM prints
   tokens = int(concurrency x max_model_len).
@@ -132,7 +135,7 @@ NCCL_GIB = 0.25
 CUDA_GRAPH_MIB_PER_GRAPH_LAYER = 0.36
 CPU_BASELINE_GIB = 0.66
 CPU_BLOCK_SIZE = 128
-LATEST = (0, 33, 0)  # newest version the notes describe; assumed when the version is unknown
+LATEST = (0, 33, 0)  # newest vLLM whose sources were read for these rules; assumed when the version is unknown
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
@@ -365,7 +368,7 @@ def cpu_total_memory() -> tuple[int | None, int | None]:
                  + info.get("SReclaimable", 0))
     except (OSError, ValueError, IndexError, KeyError):
         try:
-            import psutil
+            import psutil  # only when /proc/meminfo cannot be read
 
             vm = psutil.virtual_memory()
             total, avail = int(vm.total), int(vm.available)

@@ -12,7 +12,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.settings import SCHEMA, ConfigError
+from backend.errors import ConfigError
+from backend.settings import SCHEMA
 
 LEDGER_KEYS: frozenset[tuple[str, str]] = frozenset(
     {("server", k) for k in ("model", "dtype", "kv_cache_dtype", "tensor_parallel_size", "pipeline_parallel_size",
@@ -64,6 +65,7 @@ class Preview:
 def with_value(settings: Any, section: str, key: str, text: str) -> tuple[Any, str]:
     """A copy of `settings` with the typed value in place (the file and the running server untouched),
     and a note when this run forces the key anyway. Raises ConfigError for text that is not a value."""
+    # only for the CLI or a real install: plan() stays a pure function
     from backend.setting_rows import demo_keys, parse_text, set_keys
 
     edit = parse_text(section, key, text)
@@ -71,8 +73,8 @@ def with_value(settings: Any, section: str, key: str, text: str) -> tuple[Any, s
     table = getattr(new, section)
     table[key] = copy.deepcopy(SCHEMA[section][key].default) if edit.unset else edit.value
     note = ""
-    forced = set_keys(settings).get((section, key))
-    forced = f"--set {forced}" if forced else ((section, key) in demo_keys(settings) and "--demo")
+    given = set_keys(settings).get((section, key))
+    forced = f"--set {given}" if given else ("--demo" if (section, key) in demo_keys(settings) else None)
     prof = (settings.profiles or {}).get(settings.profile or "", {}) if section == "server" else {}
     if forced:
         note = f"this run keeps its {forced} value; the preview plans the typed one"
@@ -81,9 +83,10 @@ def with_value(settings: Any, section: str, key: str, text: str) -> tuple[Any, s
     return new, note
 
 
-def preview(settings: Any, section: str, key: str, text: str, gpus: list[dict] | None = None,
+def preview(settings: Any, section: str, key: str, text: str, gpus: list[dict[str, Any]] | None = None,
             vllm_version: str | None = None) -> Preview:
     """Never raises: a bad value or an unplannable one is said in the Preview."""
+    # only for the CLI or a real install: plan() stays a pure function
     from backend.ledger.adapter import LedgerInputError, plan_from_settings
 
     p = Preview(f"{section}.{key}", text.strip())

@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.shapes import from_config, lookup
@@ -27,7 +28,7 @@ _VERSION = re.compile(r"version (\d+\.\d+\.\d+)")
 class Replay:
     name: str
     ledger: Ledger
-    vllm: dict  # what the log says (LogParser snapshot)
+    vllm: dict[str, Any]  # what the log says (LogParser snapshot)
     compile_cache: str
 
     def error_pct(self, key: str) -> float | None:
@@ -35,7 +36,7 @@ class Replay:
         got = getattr(self.ledger, key, None)
         if not want or got is None:
             return None
-        return 100.0 * (got - want) / want
+        return float(100.0 * (got - want) / want)
 
 
 def header(text: str) -> dict[str, str]:
@@ -73,7 +74,8 @@ def replay(path: Path) -> Replay | None:
             parser.feed(line)
     snap = parser.snapshot()
     cache = "warm" if "Directly load AOT compilation" in text else "cold"
-    version = snap.get("vllm_version") or (_VERSION.search(text).group(1) if _VERSION.search(text) else None)
+    found = _VERSION.search(text)
+    version = snap.get("vllm_version") or (found.group(1) if found else None)
     params = PlanParams(
         model=str(server.get("model")), dtype=server.get("dtype"), kv_cache_dtype=server.get("kv_cache_dtype"),
         tensor_parallel_size=int(server.get("tensor_parallel_size") or 1),

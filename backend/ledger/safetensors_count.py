@@ -15,6 +15,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from backend.ledger.shapes import ModelShape, WeightParts, dtype_bytes
 
@@ -29,12 +30,12 @@ class SafetensorsError(Exception):
     pass
 
 
-def read_header(path: Path) -> dict:
+def read_header(path: Path) -> dict[str, Any]:
     """The JSON header of one .safetensors file (8-byte length + JSON; no tensor data)."""
     return _read(path)[0]
 
 
-def _read(path: Path) -> tuple[dict, int]:
+def _read(path: Path) -> tuple[dict[str, Any], int]:
     with open(path, "rb") as f:
         raw = f.read(8)
         if len(raw) != 8:
@@ -93,7 +94,7 @@ class SafetensorsCount:
     stored_bytes: int = 0
     bad_files: list[str] = field(default_factory=list)  # unreadable header, or shorter than it says
 
-    def add(self, name: str, info: dict) -> None:
+    def add(self, name: str, info: dict[str, Any]) -> None:
         cat = classify(name)
         if cat == "ignore":
             return

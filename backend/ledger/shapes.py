@@ -3,8 +3,9 @@
 The table lets `qwen-tui plan` answer before the weights are downloaded. It holds the Qwen2.5 family
 (0.5B-72B; base, -Instruct, -Instruct-AWQ, -Instruct-GPTQ-Int4/-Int8, keyed by Hugging Face repo id)
 and the other models that appear in the project's real vLLM logs (Llama-3.1, Qwen2, Qwen3, QwQ).
-Values are the public `config.json` ones; the Qwen2.5 rows reproduce the exact parameter totals
-from /work/shared/notes/vllm-log-formats.md section 6.1 (tested).
+Values are the public `config.json` ones; the Qwen2.5 rows reproduce the exact parameter totals of
+the published safetensors (0.5B 494,032,768; 1.5B 1,543,714,304; 3B 3,085,938,688; 72B 72,706,203,648;
+tested).
 
 Weights are counted per tensor-parallel category, because vLLM shards them differently:
 embedding and lm_head are vocab-parallel (split, vocab padded to a multiple of 64), q/gate/up are
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 DTYPE_BYTES = {
     "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
@@ -142,7 +144,8 @@ def param_count(s: ModelShape) -> int:
 def weight_parts(s: ModelShape, dtype: str, quant: QuantSpec | None = None) -> WeightParts:
     """Bytes by sharding category, for weights held in `dtype` (quantized linears per `quant`)."""
     if s.safetensors is not None:
-        return s.safetensors.parts(dtype, s)  # type: ignore[attr-defined]
+        parts: WeightParts = s.safetensors.parts(dtype, s)  # type: ignore[attr-defined]  # a SafetensorsCount
+        return parts
     b = dtype_bytes(dtype)
     quant = quant or s.quant
     h, hd, L = s.hidden_size, s.head_dim, s.num_layers
@@ -239,7 +242,7 @@ QWEN25_PARAMS = {"0.5b": 494_032_768, "1.5b": 1_543_714_304, "3b": 3_085_938_688
 
 
 def _dense(name: str, L: int, h: int, nh: int, nkv: int, hd: int, inter: int, vocab: int,
-           max_pos: int, **kw) -> ModelShape:
+           max_pos: int, **kw: Any) -> ModelShape:
     return ModelShape(name=name, num_layers=L, hidden_size=h, num_attention_heads=nh, num_kv_heads=nkv,
                       head_dim=hd, intermediate_size=inter, vocab_size=vocab,
                       max_position_embeddings=max_pos, **kw)
@@ -268,12 +271,6 @@ _QWEN25_RE = re.compile(
 _SUFFIXES = ("-instruct", "-chat", "-it")
 
 
-def known_models() -> list[str]:
-    names = [f"Qwen/Qwen2.5-{s.upper()}{v}" for s in QWEN25
-             for v in ("", "-Instruct", "-Instruct-AWQ", "-Instruct-GPTQ-Int4", "-Instruct-GPTQ-Int8")]
-    return names + [s.name for s in OTHERS.values()]
-
-
 def lookup(model: str) -> ModelShape | None:
     """Shape of a model id from the built-in table, or None.
 
@@ -286,7 +283,7 @@ def lookup(model: str) -> ModelShape | None:
         size = m["size"] + "b"
         shape = QWEN25[size]
         label = model.rstrip("/").split("/")[-1]
-        kw: dict = {"name": label}
+        kw: dict[str, Any] = {"name": label}
         if not m["instruct"] and not m["quant"] and size in ("7b", "14b", "32b", "72b"):
             kw["max_position_embeddings"] = 131072
         q = m["quant"]
@@ -306,17 +303,18 @@ def lookup(model: str) -> ModelShape | None:
         if key.endswith(suf):
             key = key[: -len(suf)]
     key = _OTHER_ALIASES.get(key, key)
-    shape = OTHERS.get(key)
-    if shape is None:
+    other = OTHERS.get(key)
+    if other is None:
         return None
-    kw: dict = {"name": model.rstrip("/").split("/")[-1]}
+    shape = other
+    kw = {"name": model.rstrip("/").split("/")[-1]}
     if "-2507" in name and key.startswith("qwen3"):
         kw["max_position_embeddings"] = 262144  # the 2507 refresh of Qwen3 has 256K context
     return replace(shape, **kw)
 
 
 # -- config.json ---------------------------------------------------------------------------------
-def _quant_from_config(qc: dict | None) -> QuantSpec | None:
+def _quant_from_config(qc: dict[str, Any] | None) -> QuantSpec | None:
     if not qc:
         return None
     method = str(qc.get("quant_method") or qc.get("quantization") or "").lower()
@@ -339,12 +337,12 @@ def _quant_from_config(qc: dict | None) -> QuantSpec | None:
                      group_size=int(qc.get("group_size") or qc.get("q_group_size") or 128))
 
 
-def from_config(cfg: dict, name: str, source: str = "config.json") -> ModelShape:
+def from_config(cfg: dict[str, Any], name: str, source: str = "config.json") -> ModelShape:
     """A ModelShape from a Hugging Face `config.json` dict (nested `text_config` is honoured)."""
     text = cfg.get("text_config") or cfg.get("llm_config") or {}
     c = {**cfg, **text} if isinstance(text, dict) else dict(cfg)
 
-    def need(*keys: str):
+    def need(*keys: str) -> Any:
         for k in keys:
             if c.get(k) is not None:
                 return c[k]

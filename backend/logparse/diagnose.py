@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from backend.logparse.environment import (
     _BF16,
@@ -36,9 +36,7 @@ from backend.logparse.environment import (
     lib_fix,
 )
 from backend.logparse.events import PHASE_INDEX, Failure
-
-if TYPE_CHECKING:  # pragma: no cover
-    from backend.logparse.parser import LogParser
+from backend.logparse.handler import ParseState
 
 # --- helpers -------------------------------------------------------------------------------------
 
@@ -59,17 +57,17 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
 
 
-def _util(p: "LogParser") -> float | None:
+def _util(p: ParseState) -> float | None:
     u = p.info.get("gpu_memory_utilization")
     return u if isinstance(u, float) else None
 
 
-def _util_now(p: "LogParser") -> str:
+def _util_now(p: ParseState) -> str:
     u = _util(p)
     return f" (now {_fmt(u)})" if u is not None else ""
 
 
-def _lower_util(p: "LogParser") -> str:
+def _lower_util(p: ParseState) -> str:
     u = _util(p) or _VLLM_DEFAULT_UTIL
     return _fmt(max(0.05, math.floor((u - 0.05) * 100 + 1e-9) / 100))
 
@@ -81,11 +79,11 @@ def _fraction_that_fits(free: float, total: float) -> str:
     return _fmt(max(0.05, math.floor((free / total - 0.02) * 100 + 1e-9) / 100))
 
 
-def _frames(p: "LogParser") -> str:
-    return "\n".join(p._frames)
+def _frames(p: ParseState) -> str:
+    return "\n".join(p.frames)
 
 
-def _kv_dtype_hint(p: "LogParser") -> str:
+def _kv_dtype_hint(p: ParseState) -> str:
     kvd = str(p.info.get("kv_cache_dtype") or "auto")
     if kvd.startswith("fp8"):
         return ""
@@ -104,7 +102,7 @@ _KV_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of
                     r"in KV cache \((\d+)\)")
 
 
-def kv_fix(p: "LogParser", max_len: int | None, needed: float | None, avail: float | None,
+def kv_fix(p: ParseState, max_len: int | None, needed: float | None, avail: float | None,
            estimate: int | None, capacity: int | None = None) -> str:
     util = f"raise server.gpu_memory_utilization{_util_now(p)} to give the KV cache more memory"
     if estimate:
@@ -120,7 +118,7 @@ def kv_fix(p: "LogParser", max_len: int | None, needed: float | None, avail: flo
     return f"{head}, or {util}{_kv_dtype_hint(p)}"
 
 
-def _kv_v1(p: "LogParser", msg: str) -> Failure | None:
+def _kv_v1(p: ParseState, msg: str) -> Failure | None:
     m = _KV_V1.search(msg)
     if not m:
         return None
@@ -131,7 +129,7 @@ def _kv_v1(p: "LogParser", msg: str) -> Failure | None:
     return Failure("kv_cache_too_small", msg.strip(), kv_fix(p, max_len, needed, avail, est))
 
 
-def _kv_v0(p: "LogParser", msg: str) -> Failure | None:
+def _kv_v0(p: ParseState, msg: str) -> Failure | None:
     m = _KV_V0.search(msg)
     if not m:
         return None
@@ -140,44 +138,44 @@ def _kv_v0(p: "LogParser", msg: str) -> Failure | None:
     return Failure("kv_cache_too_small", msg.strip(), kv_fix(p, max_len, None, None, None, cap))
 
 
-def note_kv_failure(p: "LogParser", max_len: int, needed: float | None, avail: float | None,
+def note_kv_failure(p: ParseState, max_len: int, needed: float | None, avail: float | None,
                      estimate: int | None, capacity: int | None) -> None:
     """Keep what a KV-too-small message says, for the fix and for a wrapped continuation line."""
-    p._kv_fail = {"max_len": max_len, "needed": needed, "avail": avail, "estimate": estimate,
+    p.kv_fail = {"max_len": max_len, "needed": needed, "avail": avail, "estimate": estimate,
                   "capacity": capacity}
     p.info.setdefault("max_model_len", max_len)
     if capacity is not None:
-        p._set_engine("v0", "strong", None)
+        p.set_engine("v0", "strong", None)
         p.figures["kv_cache_tokens"] = capacity
         bs = p.info.get("block_size") or 16
         if capacity % bs == 0:
             p.figures["gpu_blocks"] = capacity // bs
     else:
-        p._set_engine("v1", "strong", None)
+        p.set_engine("v1", "strong", None)
         if needed is not None:
             p.figures["kv_needed_gib"] = needed
         if avail is not None:
-            p._set_rank_fig("kv_cache_gib", avail, 0, None)
+            p.set_rank_figure("kv_cache_gib", avail, 0, None)
         if estimate is not None:
             p.figures["estimated_max_model_len"] = estimate
 
 
-def kv_continuation(p: "LogParser", msg: str) -> Failure | None:
+def kv_continuation(p: ParseState, msg: str) -> Failure | None:
     """A wrapped paste of the V1 message: fill in the available memory / estimate from a later line."""
-    f = p._failure
-    kv = p._kv_fail
+    f = p.hard_failure
+    kv = p.kv_fail
     if f is None or f.kind != "kv_cache_too_small" or kv is None:
         return None
     changed = False
     m = _KV_AVAIL.search(msg)
     if m and kv["avail"] is None:
         kv["avail"] = float(m.group(1))
-        p._set_rank_fig("kv_cache_gib", kv["avail"], 0, None)
+        p.set_rank_figure("kv_cache_gib", kv["avail"], 0, None)
         changed = True
     m = _KV_EST.search(msg)
     if m and kv["estimate"] is None:
         kv["estimate"] = int(m.group(1))
-        p._figure("estimated_max_model_len", kv["estimate"], None, None)
+        p.record_figure("estimated_max_model_len", kv["estimate"], None, None)
         changed = True
     if not changed:
         return None
@@ -185,7 +183,7 @@ def kv_continuation(p: "LogParser", msg: str) -> Failure | None:
     return Failure(f.kind, f"{f.message} {msg.strip()}", fix)
 
 
-def _no_cache(p: "LogParser", msg: str) -> Failure | None:
+def _no_cache(p: ParseState, msg: str) -> Failure | None:
     return Failure("no_cache_memory", msg.strip(),
                    f"no memory is left for the KV cache once the weights and activations are in: raise "
                    f"server.gpu_memory_utilization{_util_now(p)}, set server.enforce_eager = true, lower "
@@ -196,7 +194,7 @@ _MAXLEN = re.compile(r"User-specified max_model_len \((\d+)\) is greater than th
                      r"\((\w+)=([\d.]+)")
 
 
-def _max_len(p: "LogParser", msg: str) -> Failure | None:
+def _max_len(p: ParseState, msg: str) -> Failure | None:
     m = _MAXLEN.search(msg)
     if m:
         derived = int(float(m.group(3)))
@@ -225,23 +223,23 @@ _OOM_TRIED = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)")
 _UNIT = {"KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0}
 
 
-def _oom(p: "LogParser", msg: str) -> Failure | None:
+def _oom(p: ParseState, msg: str) -> Failure | None:
     if "out of memory" not in msg and "OutOfMemoryError" not in msg:
         return None
     frames = _frames(p)
     progress = p.last_progress  # the phase reached before the failure lines
-    weights_done = p._weights_done or PHASE_INDEX[progress] >= PHASE_INDEX["profiling"]
+    weights_done = p.weights_done or PHASE_INDEX[progress] >= PHASE_INDEX["profiling"]
     if "warming up sampler" in msg or "warming up pooler" in msg:
         where = "sampler"
     elif any(w in frames for w in _CAPTURE_WORDS):
         where = "graphs"
     elif any(w in frames for w in _LOAD_WORDS) and not weights_done:
         where = "loading"
-    elif progress == "cuda_graphs" and not p._was_ready:
+    elif progress == "cuda_graphs" and not p.was_ready:
         where = "graphs"  # "Capturing CUDA graphs ..." was the last thing it did
     elif any(w in frames for w in _PROFILE_WORDS):
-        where = "serving" if p._was_ready else "profiling"
-    elif p._was_ready:
+        where = "serving" if p.was_ready else "profiling"
+    elif p.was_ready:
         where = "serving"
     elif weights_done or progress == "kv_cache":
         where = "profiling"
@@ -301,7 +299,7 @@ def _oom(p: "LogParser", msg: str) -> Failure | None:
 _FREE_MEM = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than [^(]*\(([\d.]+), ([\d.]+) GiB\)")
 
 
-def _mem_in_use(p: "LogParser", msg: str) -> Failure | None:
+def _mem_in_use(p: ParseState, msg: str) -> Failure | None:
     m = _FREE_MEM.search(msg)
     if m:
         free, total, util, req = (float(x) for x in m.groups())
@@ -320,7 +318,7 @@ _CPU_MEM = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than desire
                       r"\(([\d.]+), ([\d.]+) GiB\)")
 
 
-def _cpu_mem(p: "LogParser", msg: str) -> Failure | None:
+def _cpu_mem(p: ParseState, msg: str) -> Failure | None:
     m = _CPU_MEM.search(msg)
     if not m:
         return None if "CPU memory" not in msg else Failure(
@@ -333,7 +331,7 @@ def _cpu_mem(p: "LogParser", msg: str) -> Failure | None:
                    f"set server.gpu_memory_utilization = {_fraction_that_fits(avail, total)}, or free RAM")
 
 
-def _dead(p: "LogParser", msg: str) -> Failure | None:
+def _dead(p: ParseState, msg: str) -> Failure | None:
     return Failure("engine_dead", msg.strip(), ENGINE_DEAD_FIX)
 
 
@@ -341,7 +339,7 @@ ENGINE_DEAD_FIX = ("the engine process died after it had started (the error abov
                    "server; if it ran out of memory while serving, lower server.max_num_seqs or "
                    "server.max_model_len")
 
-Handler = Callable[["LogParser", str], "Failure | None"]
+Handler = Callable[[ParseState, str], "Failure | None"]
 
 # Order matters only where one line carries two signatures (first match wins).
 HARD: tuple[tuple[str, Handler], ...] = (
@@ -398,7 +396,7 @@ WRAPPED: dict[Handler, "re.Pattern[str]"] = {
 }
 
 
-def rejoin(p: "LogParser", handler: Handler, text: str, line: str) -> Failure | None:
+def rejoin(p: ParseState, handler: Handler, text: str, line: str) -> Failure | None:
     """The diagnosis of `text` with `line` joined on, if only the joined text reads whole."""
     rx = WRAPPED.get(handler)
     if rx is None or rx.search(text):
@@ -409,7 +407,7 @@ def rejoin(p: "LogParser", handler: Handler, text: str, line: str) -> Failure | 
     return None
 
 
-def uncaught(p: "LogParser", exc_line: str) -> Failure:
+def uncaught(p: ParseState, exc_line: str) -> Failure:
     """The log ends in a traceback no signature knows."""
     what = exc_line.split(":", 1)[0].strip() or "exception"
     return Failure("unknown", exc_line.strip(),
@@ -447,7 +445,7 @@ SOFT_WARN: tuple[tuple[str, str], ...] = (
 NCCL_FRAME_WORDS: tuple[str, ...] = ("device_communicators", "communication_op.py", "pynccl", "custom_all_reduce")
 
 
-def soft_failure(p: "LogParser", kind: str, msg: str) -> Failure:
+def soft_failure(p: ParseState, kind: str, msg: str) -> Failure:
     if kind == "missing_cuda_library":
         m = _LIB.search(msg)
         return Failure(kind, msg.strip(), lib_fix(m.group(1)) if m else "install the missing CUDA libraries")

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING
 
 from backend.logparse.events import Failure
-
-if TYPE_CHECKING:  # pragma: no cover
-    from backend.logparse.parser import LogParser
+from backend.logparse.handler import ParseState
 
 
-def _frames(p: "LogParser") -> str:
-    return "\n".join(p._frames)
+def _frames(p: ParseState) -> str:
+    return "\n".join(p.frames)
 
 
 # --- environment ---------------------------------------------------------------------------------
@@ -45,7 +42,7 @@ def lib_fix(lib: str) -> str:
             f"or put their directory on LD_LIBRARY_PATH in [server.env]")
 
 
-def _lib(p: "LogParser", msg: str) -> Failure | None:
+def _lib(p: ParseState, msg: str) -> Failure | None:
     m = _LIB.search(msg)
     if not m:
         return None
@@ -57,7 +54,7 @@ NCCL_FIX = ('set NCCL_P2P_DISABLE = "1" in [server.env] so the GPUs exchange dat
             'with --ipc=host')
 
 
-def _nccl(p: "LogParser", msg: str) -> Failure | None:
+def _nccl(p: ParseState, msg: str) -> Failure | None:
     return Failure("nccl_p2p", msg.strip(), NCCL_FIX)
 
 
@@ -65,9 +62,9 @@ _SHM_SIZE = re.compile(r"\(size (\d+)\)")
 _SHM_CONTEXT = ("shm", "NCCL", "nccl", "shared memory", "shared_memory", "posix_fallocate", "MessageQueue")
 
 
-def _shm(p: "LogParser", msg: str) -> Failure | None:
+def _shm(p: ParseState, msg: str) -> Failure | None:
     if "No space left on device" in msg and not any(w in msg for w in _SHM_CONTEXT):
-        recent = _frames(p) + "\n" + "\n".join(p._recent)
+        recent = _frames(p) + "\n" + "\n".join(p.recent)
         if not any(w in recent for w in _SHM_CONTEXT):
             return None  # a full disk, not /dev/shm
     m = _SHM_SIZE.search(msg)
@@ -86,7 +83,7 @@ _PIP_NAMES = {"cv2": "opencv-python-headless", "yaml": "pyyaml", "PIL": "pillow"
               "sentencepiece": "sentencepiece", "msgspec": "msgspec", "triton": "triton"}
 
 
-def _module(p: "LogParser", msg: str) -> Failure | None:
+def _module(p: ParseState, msg: str) -> Failure | None:
     m = _MODULE.search(msg)
     if not m:
         return None
@@ -109,7 +106,7 @@ def _module(p: "LogParser", msg: str) -> Failure | None:
     return Failure("missing_python_module", msg.strip(), fix)
 
 
-def _positional_model(p: "LogParser", msg: str) -> Failure | None:
+def _positional_model(p: ParseState, msg: str) -> Failure | None:
     return Failure("bad_argument", msg.strip(),
                    "`vllm serve` takes the model as its first argument, not as --model: remove --model from "
                    "server.extra_args (qwen-tui passes server.model in the right place)")
@@ -117,7 +114,7 @@ def _positional_model(p: "LogParser", msg: str) -> Failure | None:
 
 # --- model files ---------------------------------------------------------------------------------
 
-def _weights(p: "LogParser", msg: str) -> Failure | None:
+def _weights(p: ParseState, msg: str) -> Failure | None:
     model = p.info.get("model")
     where = f" of {model}" if model else ""
     return Failure("weights_incomplete", msg.strip(),
@@ -130,7 +127,7 @@ _QUOTED = re.compile(r"'([^'\s]+)'")
 _NOT_FOLDER = re.compile(r"(\S+) is not a local folder")
 
 
-def _model(p: "LogParser", msg: str) -> Failure | None:
+def _model(p: ParseState, msg: str) -> Failure | None:
     if "does not exist" in msg and "The model `" in msg:
         return None  # an HTTP 404 for a request, not a startup failure
     m = _NOT_FOLDER.search(msg)
@@ -151,7 +148,7 @@ _INTERNAL_PORT_WORDS = ("get_open_port", "TCPStore", "_create_c10d_store", "rend
                         "init_process_group", "server socket has failed to listen")
 
 
-def _port(p: "LogParser", msg: str) -> Failure | None:
+def _port(p: ParseState, msg: str) -> Failure | None:
     low = msg.lower()
     if "address already in use" not in low and "eaddrinuse" not in low:
         return None
@@ -181,7 +178,7 @@ _KNOWN_FLAGS = (
 )
 
 
-def _argparse(p: "LogParser", msg: str) -> Failure | None:
+def _argparse(p: ParseState, msg: str) -> Failure | None:
     m = _ARGPARSE.match(msg)
     if not m:
         return None
@@ -207,7 +204,7 @@ def _argparse(p: "LogParser", msg: str) -> Failure | None:
 _BF16 = re.compile(r"Your (.+?) GPU has compute.capability (\d+(?:\.\d+)?)")
 
 
-def _bf16(p: "LogParser", msg: str) -> Failure | None:
+def _bf16(p: ParseState, msg: str) -> Failure | None:
     m = _BF16.search(msg)
     gpu = f"the {m.group(1)} GPU has compute capability {m.group(2)}" if m else "this GPU is older than Ampere"
     return Failure("bf16_unsupported", msg.strip(),
@@ -217,7 +214,7 @@ def _bf16(p: "LogParser", msg: str) -> Failure | None:
 _TP = re.compile(r"attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
 
 
-def _tp(p: "LogParser", msg: str) -> Failure | None:
+def _tp(p: ParseState, msg: str) -> Failure | None:
     m = _TP.search(msg)
     if not m:
         return Failure("tp_indivisible", msg.strip(),

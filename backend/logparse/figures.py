@@ -7,19 +7,18 @@ concurrency ..." line is handled by the KV-size handler).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from backend.logparse import patterns as P
-
-if TYPE_CHECKING:  # pragma: no cover
-    from backend.logparse.parser import LogParser
+from backend.logparse import patterns
+from backend.logparse.events import Event
+from backend.logparse.handler import ParseState
 
 _INT_INFO = frozenset(("port", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size",
                        "max_num_seqs", "max_num_batched_tokens", "max_seq_len"))
 _FLOAT_INFO = frozenset(("gpu_memory_utilization",))
 
 
-def _info(p: "LogParser", key: str, raw: str | None) -> None:
+def _info(p: ParseState, key: str, raw: str | None) -> None:
     if raw is None or raw in ("None", "null", ""):
         return
     try:
@@ -38,323 +37,323 @@ def _info(p: "LogParser", key: str, raw: str | None) -> None:
         pass
 
 
-def _kv_tokens(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.KV_TOKENS.search(msg)
+def _kv_tokens(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.KV_TOKENS.search(msg)
     if m:
         # TP=N may print one line per worker: the engine allocates the smallest (the cache is unified)
-        p._kv_token_lines.append(int(m.group(1).replace(",", "")))
-        p._figure("kv_cache_tokens", min(p._kv_token_lines), None, ev)
-        p._set_engine("v1", "strong", ev)
-        p._to_phase("kv_cache", t, ev)
+        p.kv_token_lines.append(int(m.group(1).replace(",", "")))
+        p.record_figure("kv_cache_tokens", min(p.kv_token_lines), None, ev)
+        p.set_engine("v1", "strong", ev)
+        p.to_phase("kv_cache", t, ev)
     if "Maximum concurrency for" in msg:
         _concurrency(p, msg, rank, t, ev)
 
 
-def _concurrency(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.CONCURRENCY.search(msg)
+def _concurrency(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.CONCURRENCY.search(msg)
     if m:
         x, tokens = float(m.group(2)), int(m.group(1).replace(",", ""))
         cur = p.figures.get("max_concurrency")
         if p.figures.get("max_concurrency_tokens") == tokens and isinstance(cur, float) and cur < x:
             x = cur  # one line per worker: the smallest binds, like the KV cache size
-        p._figure("max_concurrency", x, None, ev)
-        p._figure("max_concurrency_tokens", tokens, None, ev)
-        p._to_phase("kv_cache", t, ev)
+        p.record_figure("max_concurrency", x, None, ev)
+        p.record_figure("max_concurrency_tokens", tokens, None, ev)
+        p.to_phase("kv_cache", t, ev)
 
 
-def _num_gpu_blocks(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+def _num_gpu_blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """`num_gpu_blocks is: N`: the blocks the engine allocates (the minimum over the workers)."""
-    m = P.NUM_GPU_BLOCKS.search(msg)
+    m = patterns.NUM_GPU_BLOCKS.search(msg)
     if m:
         blocks = int(m.group(1))
         cur = p.figures.get("gpu_blocks")
-        p._figure("gpu_blocks", min(blocks, cur) if isinstance(cur, int) else blocks, None, ev)
-        if not p._kv_token_lines:
-            p._figure("kv_cache_tokens", p.figures["gpu_blocks"] * (p.info.get("block_size") or 16), None, ev)
-        p._to_phase("kv_cache", t, ev)
+        p.record_figure("gpu_blocks", min(blocks, cur) if isinstance(cur, int) else blocks, None, ev)
+        if not p.kv_token_lines:
+            p.record_figure("kv_cache_tokens", p.figures["gpu_blocks"] * (p.info.get("block_size") or 16), None, ev)
+        p.to_phase("kv_cache", t, ev)
 
 
-def _avail_kv(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.AVAIL_KV.search(msg)
+def _avail_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.AVAIL_KV.search(msg)
     if m:
-        p._set_rank_fig("kv_cache_gib", float(m.group(1)), rank, ev)
-        p._set_engine("v1", "strong", ev)
-        p._to_phase("kv_cache", t, ev)
+        p.set_rank_figure("kv_cache_gib", float(m.group(1)), rank, ev)
+        p.set_engine("v1", "strong", ev)
+        p.to_phase("kv_cache", t, ev)
 
 
-def _blocks(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.BLOCKS.search(msg)
+def _blocks(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.BLOCKS.search(msg)
     if not m:
         return
     blocks = int(m.group(2))
-    p._figure("gpu_blocks", blocks, None, ev)
-    p._figure("kv_cache_tokens", blocks * (p.info.get("block_size") or 16), None, ev)
+    p.record_figure("gpu_blocks", blocks, None, ev)
+    p.record_figure("kv_cache_tokens", blocks * (p.info.get("block_size") or 16), None, ev)
     if m.group(3) is not None:
-        p._figure("cpu_blocks", int(m.group(3)), None, ev)
-        p._set_engine("v0", "strong", ev)
+        p.record_figure("cpu_blocks", int(m.group(3)), None, ev)
+        p.set_engine("v0", "strong", ev)
     else:
-        p._set_engine("v1", "strong", ev)
-    p._to_phase("kv_cache", t, ev)
+        p.set_engine("v1", "strong", ev)
+    p.to_phase("kv_cache", t, ev)
 
 
-def _memprof64(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.MEMPROF64.search(msg)
+def _memprof64(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.MEMPROF64.search(msg)
     if m:
-        p._figure("total_gpu_gib", float(m.group(1)), None, ev)
+        p.record_figure("total_gpu_gib", float(m.group(1)), None, ev)
         if m.group(3):
             _info(p, "gpu_memory_utilization", m.group(3))
-        p._set_rank_fig("kv_cache_gib", float(m.group(2)), rank, ev)
-        p._set_engine("v0", "strong", ev)
-        p._to_phase("kv_cache", t, ev)
+        p.set_rank_figure("kv_cache_gib", float(m.group(2)), rank, ev)
+        p.set_engine("v0", "strong", ev)
+        p.to_phase("kv_cache", t, ev)
 
 
-def _memprof_total(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.MEMPROF_TOTAL.search(msg)
+def _memprof_total(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.MEMPROF_TOTAL.search(msg)
     if m:
-        p._figure("total_gpu_gib", float(m.group(1)), None, ev)
+        p.record_figure("total_gpu_gib", float(m.group(1)), None, ev)
         _info(p, "gpu_memory_utilization", m.group(2))
 
 
-def _memprof_kv(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+def _memprof_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """V0 0.6.6-0.10: `model weights take 7.51GiB; non_torch_memory takes 0.14GiB; PyTorch activation peak
     memory takes 1.25GiB; the rest of the memory reserved for KV Cache is 10.11GiB.` (once per worker)."""
-    m = P.MEMPROF_KV.search(msg)
+    m = patterns.MEMPROF_KV.search(msg)
     if m:
         r = 0 if rank is None else rank
-        if r not in p._per_rank.get("weights_gib", {}):  # "Loading model weights took" gives it too
-            p._set_rank_fig("weights_gib", float(m.group(1)), rank, ev)
+        if r not in p.rank_figures.get("weights_gib", {}):  # "Loading model weights took" gives it too
+            p.set_rank_figure("weights_gib", float(m.group(1)), rank, ev)
         if m.group(2) is not None:
-            p._set_rank_fig("non_torch_gib", float(m.group(2)), rank, ev)
+            p.set_rank_figure("non_torch_gib", float(m.group(2)), rank, ev)
         if m.group(3) is not None:
-            p._set_rank_fig("activation_peak_gib", float(m.group(3)), rank, ev)
-        p._weights_done = True
-        p._set_rank_fig("kv_cache_gib", float(m.group(4)), rank, ev)
-        p._set_engine("v0", "strong", ev)
-        p._to_phase("kv_cache", t, ev)
+            p.set_rank_figure("activation_peak_gib", float(m.group(3)), rank, ev)
+        p.weights_done = True
+        p.set_rank_figure("kv_cache_gib", float(m.group(4)), rank, ev)
+        p.set_engine("v0", "strong", ev)
+        p.to_phase("kv_cache", t, ev)
 
 
-def _cpu_kv(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.CPU_KV.search(msg)
+def _cpu_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.CPU_KV.search(msg)
     if m:
-        p._set_rank_fig("kv_cache_gib", float(m.group(1)), rank, ev)
-        p._figure("kv_cache_budget_gib", float(m.group(2)), None, ev)
-        p._to_phase("kv_cache", t, ev)
+        p.set_rank_figure("kv_cache_gib", float(m.group(1)), rank, ev)
+        p.record_figure("kv_cache_budget_gib", float(m.group(2)), None, ev)
+        p.to_phase("kv_cache", t, ev)
 
 
-def _weights(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.WEIGHTS.search(msg)
+def _weights(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.WEIGHTS.search(msg)
     if m:
-        p._set_rank_fig("weights_gib", float(m.group(1)), rank, ev)
-        p._set_rank_fig("weights_seconds", float(m.group(2)), rank, ev)
-        p._weights_done = True
-        p._to_phase("profiling", t, ev)
+        p.set_rank_figure("weights_gib", float(m.group(1)), rank, ev)
+        p.set_rank_figure("weights_seconds", float(m.group(2)), rank, ev)
+        p.weights_done = True
+        p.to_phase("profiling", t, ev)
 
 
-def _weights_old(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.WEIGHTS_OLD.search(msg)
+def _weights_old(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.WEIGHTS_OLD.search(msg)
     if m:
-        p._set_rank_fig("weights_gib", float(m.group(1)), rank, ev)
-        p._weights_done = True
-        p._to_phase("profiling", t, ev)
+        p.set_rank_figure("weights_gib", float(m.group(1)), rank, ev)
+        p.weights_done = True
+        p.to_phase("profiling", t, ev)
 
 
-def _load_read(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.LOAD_READ.search(msg)
+def _load_read(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.LOAD_READ.search(msg)
     if m:
         secs = float(m.group(1))
-        p._set_rank_fig("weights_read_seconds", secs, rank, ev)
+        p.set_rank_figure("weights_read_seconds", secs, rank, ev)
         r = 0 if rank is None else rank
-        if r not in p._per_rank.get("weights_seconds", {}):
-            p._set_rank_fig("weights_seconds", secs, rank, ev)
-        p._to_phase("loading_weights", t, ev)
+        if r not in p.rank_figures.get("weights_seconds", {}):
+            p.set_rank_figure("weights_seconds", secs, rank, ev)
+        p.to_phase("loading_weights", t, ev)
 
 
-def _shards(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.SHARDS.search(msg)
+def _shards(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.SHARDS.search(msg)
     if m:
-        p._figure("shards_loaded", int(m.group(2)), None, ev)
-        p._figure("shards_total", int(m.group(3)), None, ev)
-        p._to_phase("loading_weights", t, ev)
+        p.record_figure("shards_loaded", int(m.group(2)), None, ev)
+        p.record_figure("shards_total", int(m.group(3)), None, ev)
+        p.to_phase("loading_weights", t, ev)
 
 
-def _start_load(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    p._to_phase("loading_weights", t, ev)
+def _start_load(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    p.to_phase("loading_weights", t, ev)
 
 
-def _graph_done(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.GRAPH_DONE.search(msg)
+def _graph_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.GRAPH_DONE.search(msg)
     if m:
-        p._to_phase("cuda_graphs", t, ev)
-        p._set_rank_fig("cuda_graph_seconds", float(m.group(1)), rank, ev)
+        p.to_phase("cuda_graphs", t, ev)
+        p.set_rank_figure("cuda_graph_seconds", float(m.group(1)), rank, ev)
         if m.group(2):
-            p._set_rank_fig("cuda_graph_gib", float(m.group(2)), rank, ev)
+            p.set_rank_figure("cuda_graph_gib", float(m.group(2)), rank, ev)
 
 
-def _capturing(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    p._to_phase("cuda_graphs", t, ev)
+def _capturing(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    p.to_phase("cuda_graphs", t, ev)
     if "|" in msg:
-        m = P.GRAPH_BAR.search(msg)
+        m = patterns.GRAPH_BAR.search(msg)
         if m:  # one bar per kind of graph (PIECEWISE, FULL): the count is the sum of what each captured
-            bars = p._graph_bars
+            bars = p.graph_bars
             bars[m.group(1)] = max(bars.get(m.group(1), 0), int(m.group(2)))
-            p._figure("cuda_graph_count", sum(bars.values()), None, ev)
+            p.record_figure("cuda_graph_count", sum(bars.values()), None, ev)
 
 
-def _graph_est(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.GRAPH_EST.search(msg)
+def _graph_est(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.GRAPH_EST.search(msg)
     if m:
-        p._figure("cuda_graph_estimate_gib", float(m.group(1)), None, ev)
+        p.record_figure("cuda_graph_estimate_gib", float(m.group(1)), None, ev)
 
 
-def _init_engine(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.INIT_ENGINE.search(msg)
+def _init_engine(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.INIT_ENGINE.search(msg)
     if m:
-        p._figure("init_engine_seconds", float(m.group(1)), None, ev)
+        p.record_figure("init_engine_seconds", float(m.group(1)), None, ev)
 
 
-def _compile_total(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.COMPILE_TOTAL.search(msg)
+def _compile_total(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.COMPILE_TOTAL.search(msg)
     if m:
-        p._set_rank_fig("compile_seconds", float(m.group(1)), rank, ev)
-        p._to_phase("profiling", t, ev)
+        p.set_rank_figure("compile_seconds", float(m.group(1)), rank, ev)
+        p.to_phase("profiling", t, ev)
 
 
-def _dynamo(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.DYNAMO.search(msg)
+def _dynamo(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.DYNAMO.search(msg)
     if m:
-        p._set_rank_fig("dynamo_seconds", float(m.group(1)), rank, ev)
-        p._to_phase("profiling", t, ev)
+        p.set_rank_figure("dynamo_seconds", float(m.group(1)), rank, ev)
+        p.to_phase("profiling", t, ev)
 
 
-def _warming_up(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    if p._weights_done or p.phase == "loading_weights":
-        p._to_phase("profiling", t, ev)
+def _warming_up(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    if p.weights_done or p.phase == "loading_weights":
+        p.to_phase("profiling", t, ev)
 
 
-def _ready(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+def _ready(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if msg.startswith("Application startup complete"):
-        p._to_phase("ready", t, ev)
+        p.to_phase("ready", t, ev)
 
 
-def _listen(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.LISTEN.search(msg)
+def _listen(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.LISTEN.search(msg)
     if m:
-        p._figure("listen_url", m.group(1).rstrip(".,"), None, ev)
+        p.record_figure("listen_url", m.group(1).rstrip(".,"), None, ev)
 
 
-def _uvicorn_run(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.UVICORN_RUN.search(msg)
+def _uvicorn_run(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.UVICORN_RUN.search(msg)
     if m:
         url = m.group(1) or f"http://{m.group(2) or '0.0.0.0'}:{m.group(3)}"
-        p._figure("listen_url", url, None, ev)
+        p.record_figure("listen_url", url, None, ev)
 
 
-def _engine_init(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.ENGINE_INIT.search(msg)
+def _engine_init(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.ENGINE_INIT.search(msg)
     if not m:
         return
-    p._set_engine("v1" if m.group(1) == "V1" else "v0", "explicit", ev)
+    p.set_engine("v1" if m.group(1) == "V1" else "v0", "explicit", ev)
     if p.vllm_version is None:
-        p._set_version(m.group(2), ev)
-    for cm in P.CFG.finditer(msg, m.end()):
+        p.set_version(m.group(2), ev)
+    for cm in patterns.CFG.finditer(msg, m.end()):
         key = cm.group(1)
         _info(p, key, cm.group(2) if cm.group(2) is not None else (cm.group(3) or cm.group(4)))
     if "max_model_len" in p.info:
-        p._figure("max_model_len", p.info["max_model_len"], None, ev)
+        p.record_figure("max_model_len", p.info["max_model_len"], None, ev)
     if "model" in p.info:
-        p._figure("model", p.info["model"], None, ev)
+        p.record_figure("model", p.info["model"], None, ev)
 
 
-def _version(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.VERSION_API.search(msg)
+def _version(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.VERSION_API.search(msg)
     if m:
-        p._set_version(m.group(1), ev)
+        p.set_version(m.group(1), ev)
         return
     if "\u2588" in msg or "\u2580" in msg or "\u2584" in msg:  # the 0.16+ ASCII logo
-        m = P.VERSION_LOGO.search(msg)
+        m = patterns.VERSION_LOGO.search(msg)
         if m:
-            p._set_version(m.group(1), ev)
+            p.set_version(m.group(1), ev)
 
 
-def _logo_model(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+def _logo_model(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if "\u2588" in msg:
-        m = P.MODEL_LOGO.search(msg)
+        m = patterns.MODEL_LOGO.search(msg)
         if m:
             p.info.setdefault("model", m.group(1))
-            p._figure("model", m.group(1), None, ev)
+            p.record_figure("model", m.group(1), None, ev)
 
 
-def _args(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    for m in P.ARG.finditer(msg):
+def _args(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    for m in patterns.ARG.finditer(msg):
         raw = m.group(2) if m.group(2) is not None else (m.group(3) if m.group(3) is not None else m.group(4))
         _info(p, m.group(1), raw)
 
 
-def _cmdline(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+def cmdline(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """A pasted shell command line: `vllm serve MODEL --max-model-len 60000 ...`."""
-    for m in P.CMD_FLAG.finditer(msg):
+    for m in patterns.CMD_FLAG.finditer(msg):
         key = m.group(1).replace("-", "_")
-        if key in P.CMD_KEYS:
+        if key in patterns.CMD_KEYS:
             _info(p, key, m.group(2))
 
 
-def _maxlen(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.MAXLEN.search(msg)
+def _maxlen(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.MAXLEN.search(msg)
     if m:
         p.info["max_model_len"] = int(m.group(1))
-        p._figure("max_model_len", int(m.group(1)), None, ev)
+        p.record_figure("max_model_len", int(m.group(1)), None, ev)
 
 
-def _batched(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.BATCHED.search(msg)
+def _batched(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.BATCHED.search(msg)
     if m:
-        p._figure("max_num_batched_tokens", int(m.group(1)), None, ev)
+        p.record_figure("max_num_batched_tokens", int(m.group(1)), None, ev)
 
 
-def _architecture(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.ARCH.search(msg)
+def _architecture(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.ARCH.search(msg)
     if m:
-        p._figure("architecture", m.group(1), None, ev)
+        p.record_figure("architecture", m.group(1), None, ev)
 
 
-def _ray(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    p._figure("executor", "ray", None, ev)
+def _ray(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    p.record_figure("executor", "ray", None, ev)
 
 
-def _wsl(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    p._figure("wsl", True, None, ev)
+def _wsl(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    p.record_figure("wsl", True, None, ev)
 
 
-def _stats(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    m = P.STATS.search(msg)
+def _stats(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.STATS.search(msg)
     if m:
-        p._figure("prompt_throughput", float(m.group(1)), None, ev)
-        p._figure("generation_throughput", float(m.group(2)), None, ev)
-        p._figure("requests_running", int(m.group(3)), None, ev)
-        p._figure("requests_waiting", int(m.group(4)), None, ev)
+        p.record_figure("prompt_throughput", float(m.group(1)), None, ev)
+        p.record_figure("generation_throughput", float(m.group(2)), None, ev)
+        p.record_figure("requests_running", int(m.group(3)), None, ev)
+        p.record_figure("requests_waiting", int(m.group(4)), None, ev)
         if m.group(5) is not None:
-            p._figure("kv_cache_usage_pct", float(m.group(5)), None, ev)
+            p.record_figure("kv_cache_usage_pct", float(m.group(5)), None, ev)
 
 
-def _shutting_down(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
-    if msg.startswith("Shutting down") and p._was_ready:
-        p._stopping = True
+def _shutting_down(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    if msg.startswith("Shutting down") and p.was_ready:
+        p.stopping = True
 
 
-def _signal_stop(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+def _signal_stop(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     """0.2x: `[shutdown] EngineCore: trigger received signal=SIGTERM`: a stop was asked for, so the
     EngineDeadError the API server logs while it tears down is no failure."""
     if "signal=SIGTERM" in msg or "signal=SIGINT" in msg:
-        p._stopping = True
+        p.stopping = True
 
 
-def _shutdown_done(p: "LogParser", msg: str, rank: Any, t: Any, ev: list) -> None:
+def _shutdown_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     if msg.startswith("Application shutdown complete") and p.phase != "failed":
-        p._stopping = True
-        p._to_phase("stopped", t, ev)
+        p.stopping = True
+        p.to_phase("stopped", t, ev)
 
 
-Handler = Callable[["LogParser", str, Any, Any, list], None]
+Handler = Callable[[ParseState, str, Any, Any, list[Any]], None]
 
 FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("KV cache size: ", _kv_tokens),
@@ -388,8 +387,8 @@ FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("  model  ", _logo_model),
     ("args: ", _args),
     ("Using max model len", _maxlen),
-    ("vllm serve ", _cmdline),
-    ("vllm.entrypoints.openai.api_server ", _cmdline),
+    ("vllm serve ", cmdline),
+    ("vllm.entrypoints.openai.api_server ", cmdline),
     ("max_num_batched_tokens=", _batched),
     ("Avg prompt throughput", _stats),
     ("Resolved architecture", _architecture),

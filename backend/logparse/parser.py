@@ -14,11 +14,13 @@ import time
 from collections import deque
 from typing import Any, Iterable
 
-from backend.logparse import diagnose as D
-from backend.logparse import patterns as P
+from backend.logparse import diagnose, patterns
 from backend.logparse.events import PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone, is_permanent
+from backend.logparse.figures import FIGURE_TABLE
+from backend.logparse.figures import cmdline as figure_cmdline
 from backend.logparse.marker import PREFIX as _MARKER_PREFIX
 from backend.logparse.marker import Launch, parse_marker, server_python
+from backend.logparse.report import report as parse_report
 
 _MISSING = object()
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
@@ -34,14 +36,6 @@ _ERRORISH = frozenset(("E", "C", None))
 _CODE_ENDS = ("(", ",", "[", "{", "\\", "+", "=")  # a code line that goes on on the next one
 
 
-def _to_float(s: str) -> float:
-    return float(s.replace(",", ""))
-
-
-def _to_int(s: str) -> int:
-    return int(s.replace(",", ""))
-
-
 class LogParser:
     """Feed it lines (`feed`), tell it when the process exits (`process_exited`), read `snapshot()`."""
 
@@ -52,39 +46,39 @@ class LogParser:
         self.engine: str | None = None
         self._engine_level = 0
         self.figures: dict[str, Any] = {}
-        self._per_rank: dict[str, dict[int, Any]] = {}
+        self.rank_figures: dict[str, dict[int, Any]] = {}
         self.info: dict[str, Any] = {}          # settings read from the log: port, max_model_len, ...
         self.timeline: list[Milestone] = []
         self.exit_code: int | None = None
         self.lines = 0
         self.bad_lines = 0
         self._started = False
-        self._was_ready = False
-        self._weights_done = False
-        self._stopping = False
-        self._failure: Failure | None = None     # hard diagnosis
+        self.was_ready = False
+        self.weights_done = False
+        self.stopping = False
+        self.hard_failure: Failure | None = None     # hard diagnosis
         self._failure_sent: Failure | None = None
         self._demoted: list[Failure] = []        # diagnoses the server then got past (it became ready)
         self._hints: dict[str, Failure] = {}     # soft evidence, used when the process fails undiagnosed
-        self._kv_fail: dict[str, Any] | None = None
+        self.kv_fail: dict[str, Any] | None = None
         self._wrapper: str | None = None
         self._last_error: str | None = None      # last error message (not a traceback body line)
         self._last_error_any: str | None = None
         self._last_frame: str | None = None
-        self._frames: deque[str] = deque(maxlen=48)
-        self._recent: deque[str] = deque(maxlen=6)
+        self.frames: deque[str] = deque(maxlen=48)
+        self.recent: deque[str] = deque(maxlen=6)
         self._tb_procs: set[Any] = set()
-        self._rank_cache: dict[tuple, int | None] = {}
-        self._worker_order: dict[tuple, int] = {}
+        self._rank_cache: dict[tuple[Any, ...], int | None] = {}
+        self._worker_order: dict[tuple[Any, ...], int] = {}
         self._ts_key: str | None = None
         self._ts_val: float | None = None
         self._last_t: float | None = None
         self.launch: Launch | None = None        # from the supervisor's launch marker, when the log has one
         self.last_progress = "starting"          # the last startup phase reached (kept once failed)
-        self._kv_token_lines: list[int] = []     # every "KV cache size" line (one per worker with TP>1)
-        self._graph_bars: dict[str, int] = {}    # CUDA-graph capture bar -> graphs captured
-        self._code: dict[Any, tuple] = {}        # process -> (lines since its last frame, open brackets)
-        self._cont: tuple | None = None          # (handler, text, process, lines): a message that may wrap
+        self.kv_token_lines: list[int] = []     # every "KV cache size" line (one per worker with TP>1)
+        self.graph_bars: dict[str, int] = {}    # CUDA-graph capture bar -> graphs captured
+        self._code: dict[Any, tuple[Any, ...]] = {}        # process -> (lines since its last frame, open brackets)
+        self._cont: tuple[Any, ...] | None = None          # (handler, text, process, lines): a message that may wrap
         self._tail_exc: str | None = None        # the exception line that ended the last traceback
 
     # -- public API ---------------------------------------------------------------------------------
@@ -115,14 +109,14 @@ class LogParser:
         try:
             self.exit_code = returncode
             if stop_requested:
-                self._stopping = True
+                self.stopping = True
             t = self._last_t
-            if (returncode in _CLEAN_EXIT or self._stopping) and self.phase != "failed":
-                self._to_phase("stopped", t, ev)
+            if (returncode in _CLEAN_EXIT or self.stopping) and self.phase != "failed":
+                self.to_phase("stopped", t, ev)
                 return ev
-            if self._failure is None:
-                self._failure = self._fallback_failure(returncode)
-            self._to_phase("failed", t, ev)
+            if self.hard_failure is None:
+                self.hard_failure = self._fallback_failure(returncode)
+            self.to_phase("failed", t, ev)
             self._send_failure(ev)
         except Exception:
             self.bad_lines += 1
@@ -133,11 +127,11 @@ class LogParser:
         in an uncaught traceback, with no startup progress after it, failed there."""
         ev: list[Event] = []
         try:
-            if (self._tail_exc is not None and not self._stopping and self.phase not in TERMINAL_PHASES
+            if (self._tail_exc is not None and not self.stopping and self.phase not in TERMINAL_PHASES
                     and self.phase != "ready"):
-                if self._failure is None:
-                    self._failure = D.uncaught(self, self._tail_exc)
-                self._to_phase("failed", self._last_t, ev)
+                if self.hard_failure is None:
+                    self.hard_failure = diagnose.uncaught(self, self._tail_exc)
+                self.to_phase("failed", self._last_t, ev)
                 self._send_failure(ev)
         except Exception:
             self.bad_lines += 1
@@ -146,15 +140,15 @@ class LogParser:
     def failure_is_permanent(self) -> bool | None:
         """Whether the current failure would come back unchanged on a restart (None: no failure)."""
         f = self.current_failure()
-        return None if f is None else is_permanent(f.kind, self._was_ready)
+        return None if f is None else is_permanent(f.kind, self.was_ready)
 
     def report(self) -> dict[str, Any]:
         """snapshot() plus everything the text summary shows (parse-log --json)."""
-        return _report(self)
+        return parse_report(self)
 
     def stop_requested(self) -> None:
         """The supervisor asked the server to stop: errors printed while it shuts down are not failures."""
-        self._stopping = True
+        self.stopping = True
 
     def snapshot(self) -> dict[str, Any]:
         """The state in the parse-log --json contract (exactly these keys)."""
@@ -183,8 +177,8 @@ class LogParser:
         return self.snapshot()
 
     def current_failure(self) -> Failure | None:
-        if self._failure is not None and self.phase == "failed":
-            return self._failure
+        if self.hard_failure is not None and self.phase == "failed":
+            return self.hard_failure
         if self.phase == "failed":
             return self._fallback_failure(self.exit_code)
         return None
@@ -192,7 +186,7 @@ class LogParser:
     @property
     def per_rank(self) -> dict[str, dict[int, Any]]:
         """Per-worker figures, only those whose value differs between ranks."""
-        return {k: dict(sorted(v.items())) for k, v in self._per_rank.items()
+        return {k: dict(sorted(v.items())) for k, v in self.rank_figures.items()
                 if len(v) > 1 and len(set(v.values())) > 1}
 
     def phase_durations(self) -> list[tuple[str, float | None, float | None]]:
@@ -209,9 +203,9 @@ class LogParser:
     def _feed1(self, line: str, t: float | None) -> list[Event]:
         self.lines += 1
         if "\x1b" in line:
-            line = P.ANSI.sub("", line)
+            line = patterns.ANSI.sub("", line)
         if "^[[" in line:
-            line = P.LITERAL_ANSI.sub("", line)
+            line = patterns.LITERAL_ANSI.sub("", line)
         if not line:
             return []
         if line[0] == "q" and line.startswith(_MARKER_PREFIX):
@@ -219,12 +213,12 @@ class LogParser:
         proc = None
         c = line[0]
         if c == "[" or c.isdigit():
-            m = P.OUTER_TS.match(line)
+            m = patterns.OUTER_TS.match(line)
             if m:
                 line = line[m.end():]
                 c = line[:1]
         if c == "(":
-            m = P.PROC.match(line)
+            m = patterns.PROC.match(line)
             if m:
                 proc = m.group("name", "extra", "pid", "ip")
                 line = line[m.end():]
@@ -234,14 +228,14 @@ class LogParser:
         fileinfo = None
         msg = line
         if c in "DIWEC" and c:
-            m = P.HDR.match(line)
+            m = patterns.HDR.match(line)
             if m:
                 lvl = c
                 ts = m.group(2)
                 fileinfo = m.group(3)
                 msg = line[m.end():]
             else:
-                m = P.UVICORN.match(line)
+                m = patterns.UVICORN.match(line)
                 if m:
                     lvl = c
                     msg = line[m.end():]
@@ -249,12 +243,12 @@ class LogParser:
                         lvl = "D"
                         msg = ""
         elif c == "[":
-            m = P.RANK.match(line)
+            m = patterns.RANK.match(line)
             if m:
                 msg = line = line[m.end():]
                 if proc is None:
                     proc = ("rank", None, m.group(1), None)
-            m = P.TORCH_CPP.match(line)
+            m = patterns.TORCH_CPP.match(line)
             if m:
                 lvl = {"W": "W", "E": "E", "F": "C"}.get(m.group(1), "I")
                 msg = line[m.end():]
@@ -275,23 +269,23 @@ class LogParser:
         rank = self._rank(proc) if proc is not None else None
         if fileinfo is not None and self._engine_level == 0:
             base = fileinfo.rpartition(":")[0].rpartition("/")[2]
-            if base in P.V1_FILES:
-                self._set_engine("v1", "weak", ev)
-            elif base in P.V0_FILES:
-                self._set_engine("v0", "weak", ev)
+            if base in patterns.V1_FILES:
+                self.set_engine("v1", "weak", ev)
+            elif base in patterns.V0_FILES:
+                self.set_engine("v0", "weak", ev)
         if not msg or msg.isspace():
             return ev
         if lvl != "E" and lvl != "C" and (lvl is not None or msg[0] != " "):
-            for key, handler in _FIGURE_TABLE:
+            for key, handler in FIGURE_TABLE:
                 if key in msg:
                     handler(self, msg, rank, t, ev)
                     break
         if lvl in _ERRORISH:
             self._errorish(msg, lvl, proc, t, ev)
         elif lvl == "W":
-            for key, kind in D.SOFT_WARN:
+            for key, kind in diagnose.SOFT_WARN:
                 if key in msg:
-                    self._hints.setdefault(kind, D.soft_failure(self, kind, msg))
+                    self._hints.setdefault(kind, diagnose.soft_failure(self, kind, msg))
         return ev
 
     def _errorish(self, msg: str, lvl: str | None, proc: Any, t: float | None, ev: list[Event]) -> None:
@@ -302,16 +296,16 @@ class LogParser:
             return
         cont, self._cont = self._cont, None
         if s.startswith("File \"") or s.startswith("File '"):
-            self._frames.append(s)
+            self.frames.append(s)
             self._last_frame = s
             self._code[pkey] = (0, 0)
-            if any(w in s for w in D.NCCL_FRAME_WORDS):
-                self._hints.setdefault("nccl_p2p", D.soft_failure(self, "nccl_p2p", s))
+            if any(w in s for w in diagnose.NCCL_FRAME_WORDS):
+                self._hints.setdefault("nccl_p2p", diagnose.soft_failure(self, "nccl_p2p", s))
             return
         if "Traceback (most recent call" in s:
             self._code.pop(pkey, None)
             if pkey not in self._tb_procs:
-                self._frames.clear()
+                self.frames.clear()
             if not s.startswith("Traceback"):  # "EngineCore hit an exception: Traceback (most recent ..."
                 self._tb_procs.discard(pkey)
                 self._errorish(s.partition("Traceback (most recent call")[0], lvl, proc, t, ev)
@@ -323,7 +317,7 @@ class LogParser:
             n, depth = code
             if (msg[0] in " \t" or s[:1] in "^~" or s.startswith("raise ")
                     or (lvl is None and (n == 0 or depth > 0 or s.endswith(_CODE_ENDS))
-                        and not P.EXCEPTION_LIKE.match(s))):
+                        and not patterns.EXCEPTION_LIKE.match(s))):
                 depth += s.count("(") + s.count("[") + s.count("{") - s.count(")") - s.count("]") - s.count("}")
                 self._code[pkey] = (n + 1, max(depth, 0))  # a statement over several lines: until it closes
                 return
@@ -334,7 +328,7 @@ class LogParser:
         if lvl is not None:
             self._last_error_any = s
         in_tb = pkey in self._tb_procs
-        if P.EXCEPTION.match(s):
+        if patterns.EXCEPTION.match(s):
             if in_tb or ended_code:
                 self._tail_exc = s
             self._tb_procs.discard(pkey)
@@ -347,24 +341,24 @@ class LogParser:
         elif lvl is not None and s[:1] not in "^~":
             self._last_error = s
         if cont is not None and cont[2] == pkey:  # the rest of a message wrapped onto this line
-            f = D.rejoin(self, cont[0], cont[1], s)
+            f = diagnose.rejoin(self, cont[0], cont[1], s)
             if f is not None and self._rediagnosed(f, t, ev):
                 return
             if f is None and cont[3] < 2 and lvl is None:
                 self._cont = (cont[0], f"{cont[1]} {s}", pkey, cont[3] + 1)
-        self._recent.append(s)
+        self.recent.append(s)
         failure = None
-        for key, handler in D.HARD:
+        for key, handler in diagnose.HARD:
             if key in s:
                 failure = handler(self, s)
-                if handler in D.WRAPPED:
+                if handler in diagnose.WRAPPED:
                     self._cont = (handler, s, pkey, 0)
                 if failure is not None:
                     break
-        if failure is None and self._kv_fail is not None:
-            failure = D.kv_continuation(self, s)
+        if failure is None and self.kv_fail is not None:
+            failure = diagnose.kv_continuation(self, s)
             if failure is not None:
-                self._failure = failure
+                self.hard_failure = failure
                 if self.phase == "failed":
                     self._send_failure(ev)
                 return
@@ -372,49 +366,49 @@ class LogParser:
             self._diagnosed(failure, t, ev)
             return
         wrapper = None
-        if s.startswith("Process ") and P.MP_PROCESS_DIED.match(s):
+        if s.startswith("Process ") and patterns.MP_PROCESS_DIED.match(s):
             wrapper = s
         else:
-            for key in D.WRAPPERS:
+            for key in diagnose.WRAPPERS:
                 if key in s:
                     wrapper = s
                     break
-        if wrapper is not None and not self._stopping:
+        if wrapper is not None and not self.stopping:
             self._last_error = s
             if "EngineCore" in s or "Engine core" in s or "WorkerProc" in s:
-                self._set_engine("v1", "strong", ev)
+                self.set_engine("v1", "strong", ev)
             elif "Engine process" in s or "VllmWorkerProcess" in s:
-                self._set_engine("v0", "strong", ev)
-            if self._was_ready:
-                self._hints.setdefault("engine_dead", D.soft_failure(self, "engine_dead", s))
+                self.set_engine("v0", "strong", ev)
+            if self.was_ready:
+                self._hints.setdefault("engine_dead", diagnose.soft_failure(self, "engine_dead", s))
             self._wrapper = self._wrapper or s
-            self._to_phase("failed", t, ev)
+            self.to_phase("failed", t, ev)
 
     def _rediagnosed(self, failure: Failure, t: float | None, ev: list[Event]) -> bool:
         """A wrapped message read whole: it replaces the diagnosis made from its first line."""
-        cur = self._failure
-        if cur is not None and cur.kind == failure.kind and not self._stopping:
-            self._failure = failure
+        cur = self.hard_failure
+        if cur is not None and cur.kind == failure.kind and not self.stopping:
+            self.hard_failure = failure
             if self.phase == "failed":
                 self._send_failure(ev)
             return True
         self._diagnosed(failure, t, ev)
-        return self._failure is failure
+        return self.hard_failure is failure
 
     def _diagnosed(self, failure: Failure, t: float | None, ev: list[Event]) -> None:
-        if self._stopping:
+        if self.stopping:
             return
-        cur = self._failure
+        cur = self.hard_failure
         if cur is not None:
-            allowed = D.REPLACEABLE.get(cur.kind, frozenset())
+            allowed = diagnose.REPLACEABLE.get(cur.kind, frozenset())
             if cur.kind == failure.kind or not (allowed is None or failure.kind in allowed):
                 return
-        self._failure = failure
-        self._to_phase("failed", t, ev)
+        self.hard_failure = failure
+        self.to_phase("failed", t, ev)
         self._send_failure(ev)
 
     def _send_failure(self, ev: list[Event]) -> None:
-        f = self._failure
+        f = self.hard_failure
         if f is not None and f is not self._failure_sent:
             self._failure_sent = f
             ev.append(f)
@@ -424,7 +418,7 @@ class LogParser:
             h = self._hints.get(kind)
             if h is not None:
                 last = self._last_error
-                if h.message.startswith("File ") and last and P.EXCEPTION.match(last):
+                if h.message.startswith("File ") and last and patterns.EXCEPTION.match(last):
                     return Failure(h.kind, last, h.fix)  # the exception line says more than the frame
                 return h
         msg = self._last_error or self._wrapper or self._last_frame or self._last_error_any
@@ -437,7 +431,7 @@ class LogParser:
 
     # -- state changes --------------------------------------------------------------------------
 
-    def _to_phase(self, phase: str, t: float | None, ev: list[Event] | None) -> None:
+    def to_phase(self, phase: str, t: float | None, ev: list[Event] | None) -> None:
         cur = self.phase
         if cur == phase:
             return
@@ -445,12 +439,12 @@ class LogParser:
             if cur in TERMINAL_PHASES:
                 return
         elif phase == "ready":
-            if cur == "stopped" or (cur == "failed" and self._was_ready):
+            if cur == "stopped" or (cur == "failed" and self.was_ready):
                 return
             if cur == "failed":  # it came up after all: what looked fatal was not
-                if self._failure is not None:
-                    self._demoted.append(self._failure)
-                self._failure = None
+                if self.hard_failure is not None:
+                    self._demoted.append(self.hard_failure)
+                self.hard_failure = None
                 self._wrapper = None
         elif cur in TERMINAL_PHASES or PHASE_INDEX[phase] <= PHASE_INDEX[cur]:
             return
@@ -459,26 +453,26 @@ class LogParser:
             self.last_progress = phase
             self._tail_exc = None  # it went on after that traceback
         if phase == "ready":
-            self._was_ready = True
+            self.was_ready = True
         m = Milestone(phase, t)
         self.timeline.append(m)
         if ev is not None:
             ev.append(m)
 
-    def _figure(self, name: str, value: Any, rank: int | None, ev: list[Event] | None) -> None:
+    def record_figure(self, name: str, value: Any, rank: int | None, ev: list[Event] | None) -> None:
         self.figures[name] = value
         if ev is not None:
             ev.append(Figure(name, value, rank))
 
-    def _set_rank_fig(self, name: str, value: Any, rank: int | None, ev: list[Event] | None) -> None:
+    def set_rank_figure(self, name: str, value: Any, rank: int | None, ev: list[Event] | None) -> None:
         r = 0 if rank is None else rank
-        per = self._per_rank.setdefault(name, {})
+        per = self.rank_figures.setdefault(name, {})
         per[r] = value
         self.figures[name] = _RANK_AGG.get(name, max)(per.values()) if len(per) > 1 else value
         if ev is not None:
             ev.append(Figure(name, value, r))
 
-    def _set_engine(self, engine: str, level: str, ev: list[Event] | None) -> None:
+    def set_engine(self, engine: str, level: str, ev: list[Event] | None) -> None:
         lv = _ENGINE_LEVELS[level]
         if lv > self._engine_level or (lv == 3 and engine != self.engine):
             self._engine_level = lv
@@ -487,17 +481,17 @@ class LogParser:
                 if ev is not None:
                     ev.append(Figure("engine", engine, None))
 
-    def _set_version(self, version: str, ev: list[Event]) -> None:
+    def set_version(self, version: str, ev: list[Event]) -> None:
         version = version.strip().rstrip(",.")
         if not version or version == self.vllm_version:
             return
         self.vllm_version = version
         ev.append(Figure("vllm_version", version, None))
         if self._engine_level == 0:
-            m = P.VERSION_NUM.match(version)
+            m = patterns.VERSION_NUM.match(version)
             if m:
                 mm = (int(m.group(1)), int(m.group(2)))
-                self._set_engine("v0" if mm < (0, 8) else "v1", "weak", ev)
+                self.set_engine("v0" if mm < (0, 8) else "v1", "weak", ev)
 
     def _launched(self, line: str, t: float | None) -> list[Event]:
         """The supervisor's launch marker: anchor the timeline at the launch, read the command line."""
@@ -515,7 +509,7 @@ class LogParser:
         elif self.timeline and self.timeline[0].phase == "starting":
             self.timeline[0] = Milestone("starting", at)
         self._last_t = at
-        _F._cmdline(self, " " + " ".join(launch.argv), None, at, ev)
+        figure_cmdline(self, " " + " ".join(launch.argv), None, at, ev)
         py = server_python(launch.argv)
         if py:
             self.info["server_python"] = py
@@ -538,24 +532,24 @@ class LogParser:
         self._ts_key, self._ts_val = key, val
         return val
 
-    def _rank(self, proc: tuple) -> int | None:
+    def _rank(self, proc: tuple[Any, ...]) -> int | None:
         r = self._rank_cache.get(proc, _MISSING)
         if r is not _MISSING:
             return r  # type: ignore[return-value]
         name, extra, pid, ip = proc
         full = f"{name} {extra}" if extra else name
-        if name.startswith(P.V1_PROC_PREFIXES) and name != "VllmWorkerProcess":
-            self._set_engine("v1", "strong", None)
-        elif name in P.V0_PROC_NAMES:
-            self._set_engine("v0", "strong", None)
+        if name.startswith(patterns.V1_PROC_PREFIXES) and name != "VllmWorkerProcess":
+            self.set_engine("v1", "strong", None)
+        elif name in patterns.V0_PROC_NAMES:
+            self.set_engine("v0", "strong", None)
         r = None
         if name == "rank":
             r = int(pid)
         elif name.startswith(("EngineCore", "APIServer", "MainProcess", "DPCoordinator")):
             r = None
         else:
-            m = P.RANK_EQ.search(full)
-            tp, pp, dp = P.TP_RE.search(full), P.PP_RE.search(full), P.DP_RE.search(full)
+            m = patterns.RANK_EQ.search(full)
+            tp, pp, dp = patterns.TP_RE.search(full), patterns.PP_RE.search(full), patterns.DP_RE.search(full)
             if m:
                 r = int(m.group(1))
             elif tp and not pp and not dp:
@@ -564,7 +558,7 @@ class LogParser:
                 size = self.info["tensor_parallel_size"]
                 r = (int(pp.group(1)) if pp else 0) * size + int(tp.group(1))
             elif name.startswith("VllmWorker-") or name.startswith("Worker-"):
-                m = P.TRAILING_INT.search(name)
+                m = patterns.TRAILING_INT.search(name)
                 r = int(m.group(1)) if m else 0
             elif name == "Worker" or (name.startswith("VllmWorker") and name != "VllmWorkerProcess"
                                       and not tp):
@@ -593,8 +587,3 @@ def parse_lines(lines: Iterable[Any]) -> LogParser:
     p.end_of_log()
     return p
 
-
-# Figure handlers are defined in a separate module to keep this one small.
-from backend.logparse import figures as _F  # noqa: E402
-from backend.logparse.figures import FIGURE_TABLE as _FIGURE_TABLE  # noqa: E402
-from backend.logparse.report import report as _report  # noqa: E402

@@ -1,4 +1,5 @@
-"""Compiled regexes for vLLM log lines (see shared/notes/vllm-log-formats.md for the formats per version).
+"""Compiled regexes for vLLM log lines, per version (the format strings are vllm/logger.py's prefix and
+the logger calls named beside each pattern; the real logs in tests/fixtures/vllm-logs/ exercise them).
 
 Everything here is applied *after* a cheap substring prefilter in the parser, so the regexes may be
 as precise as they need to be without costing time on the many lines that match nothing.

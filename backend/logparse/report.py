@@ -6,17 +6,16 @@ summary shows, so the JSON always holds at least what the text does (the summary
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from backend.logparse.parser import LogParser
+from backend.logparse.handler import ParseState
 
 # Figures beyond the snapshot's, by the name the summary and the JSON use.
 EXTRA_FIGURES = ("model", "max_model_len", "compile_seconds", "cuda_graph_gib", "cuda_graph_count",
                  "cuda_graph_estimate_gib", "non_torch_gib", "activation_peak_gib")
 
 
-def timeline(p: "LogParser") -> list[dict[str, Any]]:
+def timeline(p: ParseState) -> list[dict[str, Any]]:
     """[{phase, at_s (seconds since the first milestone, the launch when the log has the marker), seconds
     (until the next milestone)}]; None where the log gives no time."""
     out = []
@@ -28,12 +27,12 @@ def timeline(p: "LogParser") -> list[dict[str, Any]]:
     return out
 
 
-def report(p: "LogParser") -> dict[str, Any]:
+def report(p: ParseState) -> dict[str, Any]:
     out = p.snapshot()
     f = p.figures
     for name in EXTRA_FIGURES:
         out[name] = f.get(name)
-    lines = p._kv_token_lines
+    lines = p.kv_token_lines
     out["kv_cache_tokens_per_worker"] = list(lines) if len(lines) > 1 else None
     out["per_rank"] = {name: {str(r): v for r, v in ranks.items()} for name, ranks in p.per_rank.items()}
     launch = p.launch

@@ -130,7 +130,7 @@ def summary_text(r: dict[str, Any]) -> str:
 
 def _watch(cancel: threading.Event, parent: int, detached: threading.Event) -> None:
     """Cancel when the console that started this pull is gone, unless it asked us to keep going."""
-    from backend import statefile
+    from backend import statefile  # only when a pull runs: the hub clients are slow to import
 
     born = statefile.create_time(parent)
     while not cancel.is_set():
@@ -142,7 +142,7 @@ def _watch(cancel: threading.Event, parent: int, detached: threading.Event) -> N
 
 def spawn(argv: list[str], watch_parent: int | None = None) -> tuple[int, Path]:
     """Start `qwen-tui <argv>` (a pull without --detach) in its own session; its output goes to a log."""
-    from backend import statefile
+    from backend import statefile  # only when a pull runs: the hub clients are slow to import
 
     statefile.ensure_private_dirs()
     log = statefile.logs_dir() / f"pull-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
@@ -211,7 +211,7 @@ def cmd_pull(args) -> int:
         return 2
     settings = None
     if args.set_model:
-        from backend.cli import load_settings
+        from backend.cli.options import load_settings  # only when a pull runs: the hub clients are slow to import
 
         settings = load_settings(args)  # a bad config is exit 2 now, not after the download
     other = pull_state.running()
@@ -231,7 +231,7 @@ def cmd_pull(args) -> int:
 
 
 def _rebuild(args) -> list[str]:
-    from backend.cli.commands import global_argv
+    from backend.cli.options import global_argv  # only when a pull runs: the hub clients are slow to import
 
     argv = global_argv(args) + ["pull", args.repo_id, "--source", args.source, "--workers", str(args.workers)]
     for flag, value in (("--revision", args.revision), ("--local-dir", args.local_dir), ("--endpoint", args.endpoint)):
@@ -286,7 +286,7 @@ def _run(args, settings) -> int:
 
 
 def _set_model(result: dict[str, Any], settings) -> dict[str, Any]:
-    from backend.setting_rows import config_target
+    from backend.setting_rows import config_target  # only when a pull runs: the hub clients are slow to import
     from backend.settings import ConfigError, save_setting
 
     path = config_target(settings)

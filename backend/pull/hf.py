@@ -29,7 +29,7 @@ READ_CHUNK = 1 << 20  # 1 MiB
 
 
 def default_endpoint() -> str:
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # only when a pull runs: the hub clients are slow to import
 
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
@@ -39,7 +39,7 @@ def token_source() -> str:
     if os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"):
         return "HF_TOKEN"
     try:
-        from huggingface_hub import get_token
+        from huggingface_hub import get_token  # only when a pull runs: the hub clients are slow to import
 
         return "the hub login (hf auth login)" if get_token() else "none"
     except Exception:  # noqa: BLE001 - a broken token file is "none", not a crash
@@ -48,7 +48,7 @@ def token_source() -> str:
 
 def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> PullError:
     """A client error as one sentence with its fix."""
-    from huggingface_hub import errors
+    from huggingface_hub import errors  # only when a pull runs: the hub clients are slow to import
 
     if isinstance(e, PullError):
         return e
@@ -69,9 +69,9 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
                              "unauthorized")
         return PullError(f"{endpoint} answered {status} for {repo_id}: {str(e).splitlines()[0]}", "http")
     try:
-        import httpx2 as httpx_mod
+        import httpx2 as httpx_mod  # only when a pull runs: the hub clients are slow to import
     except ImportError:  # pragma: no cover - older clients use httpx / requests
-        import httpx as httpx_mod
+        import httpx as httpx_mod  # only when a pull runs: the hub clients are slow to import
     if isinstance(e, (httpx_mod.ConnectError, httpx_mod.TimeoutException)):
         return PullError(f"cannot reach {endpoint}: {e} (set HF_ENDPOINT to a mirror you can reach)", "unreachable")
     if isinstance(e, httpx_mod.HTTPError):
@@ -113,7 +113,7 @@ class HfSource:
     name = "hf"
 
     def __init__(self, endpoint: str | None = None, token: str | None = None) -> None:
-        from huggingface_hub import constants
+        from huggingface_hub import constants  # only when a pull runs: the hub clients are slow to import
 
         # http_get reads the stream in DOWNLOAD_CHUNK_SIZE pieces (10 MB): progress, a cancel and the
         # bytes on disk for a resume would move in 10 MB steps (lost on a kill, per file in flight)
@@ -122,7 +122,7 @@ class HfSource:
         self.token = token  # None: the client's own (HF_TOKEN or its login)
 
     def list_files(self, repo_id: str, revision: str | None) -> Listing:
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi  # only when a pull runs: the hub clients are slow to import
 
         rev = revision or "main"
         try:
@@ -137,6 +137,7 @@ class HfSource:
     def fetch(self, listing: Listing, rf: RemoteFile, local_dir: Path, tracker: Tracker,
               cancel: threading.Event) -> None:
         """Bring one file into local_dir, continuing a .part left by an earlier run."""
+        # only when a pull runs: the hub clients are slow to import
         from huggingface_hub import get_hf_file_metadata, hf_hub_url
         from huggingface_hub.file_download import http_get
         from huggingface_hub.utils import build_hf_headers

@@ -26,7 +26,7 @@ def _client():
     if "tqdm" not in sys.modules:
         os.environ.setdefault("TQDM_DISABLE", "1")  # its own bars on stderr: the Tracker shows progress
     try:
-        import modelscope_hub
+        import modelscope_hub  # only when a pull runs: the hub clients are slow to import
     except ImportError:
         raise PullError(f"the ModelScope client is not installed: {INSTALL}", "missing-client") from None
     return modelscope_hub
@@ -48,7 +48,7 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
     if isinstance(e, errors.FileIntegrityError):
         return PullError(f"a file of {repo_id} failed ModelScope's size/sha256 check: {e}", "integrity")
     if isinstance(e, OSError):
-        from backend.pull.hf import os_error
+        from backend.pull.hf import os_error  # only when a pull runs: the hub clients are slow to import
 
         return os_error(e, None)
     return PullError(f"ModelScope: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", "error")

@@ -55,11 +55,11 @@ def check_repo_id(repo_id: str) -> str | None:
 
 def make_source(name: str, endpoint: str | None = None):
     if name == "hf":
-        from backend.pull.hf import HfSource
+        from backend.pull.hf import HfSource  # only when a pull runs: the hub clients are slow to import
 
         return HfSource(endpoint)
     if name == "modelscope":
-        from backend.pull.ms import ModelScopeSource
+        from backend.pull.ms import ModelScopeSource  # only when a pull runs: the hub clients are slow to import
 
         return ModelScopeSource(endpoint)
     raise PullError(f"unknown source {name!r}: one of {', '.join(SOURCES)}", "bad-input")
@@ -102,7 +102,7 @@ def _manifest(local_dir: Path) -> dict[str, Any]:
 def on_disk(listing: Listing, local_dir: Path) -> dict[str, int]:
     """Bytes of each listed file already in local_dir: complete files (same size and, when the
     source names the content, the same commit or hash as when they were fetched) and .part files."""
-    from backend.pull.hf import part_path
+    from backend.pull.hf import part_path  # only when a pull runs: the hub clients are slow to import
 
     seen = _manifest(local_dir)
     files = seen.get("files") if isinstance(seen.get("files"), dict) else {}
@@ -143,7 +143,7 @@ class Pull:
         snap = self.tracker.snapshot() if self.tracker else {}
         files = [{"path": f["path"], "size": f["size"], "status": f["status"],
                   "fetched": max(f["done"] - f["resumed_from"], 0)} for f in snap.get("files", [])]
-        from backend.pull.hf import token_source
+        from backend.pull.hf import token_source  # only when a pull runs: the hub clients are slow to import
 
         out = {"repo_id": self.options.repo_id, "source": self.options.source,
                "revision": self.listing.revision if self.listing else (
@@ -266,9 +266,11 @@ class Pull:
 def not_downloaded(settings) -> str | None:
     """When server.model is a repo id that neither vLLM's cache nor `qwen-tui pull` has: a one-line
     note for the start (vLLM would download it itself, with no progress the console can show)."""
-    import os
+    import os  # only when a pull runs: the hub clients are slow to import
 
-    from backend.doctor.host_checks import _snapshot, hf_cache_root
+    # only when a pull runs: the hub clients are slow to import
+    from backend.hf_cache import hf_cache_root
+    from backend.hf_cache import snapshot as _snapshot
 
     model = str(settings.server.get("model") or "")
     if not model or check_repo_id(model) or Path(model).expanduser().exists():

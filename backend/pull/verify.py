@@ -39,6 +39,7 @@ class Verification:
 
 def _expected_params(folder: Path, repo_id: str | None) -> tuple[int | None, str | None, bool]:
     """(count, where from, quantized) from the ledger: its table by repo id, else config.json."""
+    # only when a pull runs: the hub clients are slow to import
     from backend.ledger.shapes import from_config, lookup, param_count
 
     shape = lookup(repo_id) if repo_id else None
@@ -53,7 +54,7 @@ def _expected_params(folder: Path, repo_id: str | None) -> tuple[int | None, str
 
 
 def verify(folder: Path, listing: Listing | None = None, repo_id: str | None = None) -> Verification:
-    from backend.ledger.safetensors_count import count_dir
+    from backend.ledger.safetensors_count import count_dir  # only when a pull runs: the hub clients are slow to import
 
     folder = Path(folder)
     problems: list[str] = []

@@ -75,7 +75,7 @@ def test_the_state_file_never_holds_the_key(qhome, tmp_path):
     sup._write_state()
     text = sup.state_path.read_text()
     assert KEY not in text and "<hidden>" in text
-    assert KEY not in json.dumps(supervisor_client.status())
+    assert KEY not in json.dumps(supervisor_client.status().to_dict())
 
 
 def test_the_key_is_masked_on_the_settings_rows(qhome, tmp_path):

@@ -10,6 +10,7 @@ import sys
 
 from backend import statefile, supervisor_client
 from backend.cli import commands
+from backend.status import ServerStatus
 from tests.helpers import ROOT
 
 FAIL = {"attempt": 1, "kind": "no_cache_memory", "message": "ValueError: No available memory for the cache blocks.",
@@ -24,7 +25,7 @@ def _statuses(monkeypatch, seq: list[dict]) -> None:
     def status():
         nonlocal last
         last = next(it, last)
-        return dict(last)
+        return ServerStatus.from_dict(last)
 
     monkeypatch.setattr(supervisor_client, "status", status)
     monkeypatch.setattr(commands.time, "sleep", lambda s: None)

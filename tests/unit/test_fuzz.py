@@ -17,6 +17,7 @@ from backend import settings as S
 from backend import statefile, supervisor_client
 from backend.cli import main
 from backend.setting_rows import apply_edit
+from backend.status import STATES
 
 FUZZ = settings(max_examples=int(os.environ.get("QWEN_TUI_FUZZ_EXAMPLES", "150")), deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -100,7 +101,7 @@ state_files = st.one_of(
     st.dictionaries(st.sampled_from(sorted(statefile.FIELDS)), json_values, max_size=8),
     st.dictionaries(st.sampled_from(["supervisor_pid", "supervisor_create_time", "state", "pid", "pgid",
                                      "started_at", "log_path", "settings", "reaping_pids"]),
-                    st.one_of(json_values, st.integers(-3, 3), st.sampled_from(statefile.STATES)), max_size=9),
+                    st.one_of(json_values, st.integers(-3, 3), st.sampled_from(STATES)), max_size=9),
     json_values,
 )
 
@@ -119,7 +120,7 @@ def test_any_state_file_is_read_or_untrusted_never_a_traceback(data, raw):
             live, why = statefile.read_live(cleanup=False)
             assert live is None or isinstance(live["supervisor_pid"], int)
             st_ = supervisor_client.status()
-            assert st_["state"] in statefile.STATES
+            assert st_["state"] in STATES
             json.dumps(st_, default=str)
             ok, msg = supervisor_client.stop(timeout=0.2)
             assert isinstance(msg, str)

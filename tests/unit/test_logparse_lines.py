@@ -345,7 +345,7 @@ def test_equal_per_rank_figures_are_not_reported_as_differing():
     p = feed_all("(Worker_TP0 pid=1) INFO 06-01 10:00:01 [gpu_model_runner.py:1] Model loading took 7.1 GiB and 9 s",
                  "(Worker_TP1 pid=2) INFO 06-01 10:00:01 [gpu_model_runner.py:1] Model loading took 7.1 GiB and 9 s")
     assert p.per_rank == {}
-    assert p._per_rank["weights_gib"] == {0: 7.1, 1: 7.1}
+    assert p.rank_figures["weights_gib"] == {0: 7.1, 1: 7.1}
 
 
 def test_interleaved_tracebacks_from_two_ranks():

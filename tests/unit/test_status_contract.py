@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from backend import statefile, supervisor_client
+from backend.status import SUPERVISED
 from tests.helpers import FIXTURES
 from tests.helpers.fake_supervisor import start_fake_supervisor
 
@@ -72,13 +73,13 @@ def test_status_json_keys_and_values_are_unchanged(case, qhome, tmp_path, frozen
             statefile.write({"state": "ready", "supervisor_pid": gone.pid, "supervisor_create_time": 1.0,
                              "supervisor_cmdline": "x", **LIVE, "pid": None})
             subs[str(gone.pid)] = "<SUPERVISOR_PID>"
-        elif isinstance(data, dict) and data["state"] in statefile.RUNNING:
+        elif isinstance(data, dict) and data["state"] in SUPERVISED:
             proc, write = start_fake_supervisor(tmp_path)
             write(**data)
             subs[str(proc.pid)] = "<SUPERVISOR_PID>"
         elif data is not None:
             statefile.write(data)
-        text = _dump(supervisor_client.status())
+        text = _dump(supervisor_client.status().to_dict())
     finally:
         if proc is not None:
             proc.kill()

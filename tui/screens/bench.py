@@ -16,9 +16,10 @@ from textual.widgets import Label, ProgressBar, Static
 
 from tui.messages import BenchFinished, BenchProgress
 from tui.palette import style
+from tui.worker_errors import WorkerErrorsToApp
 
 
-class BenchScreen(ModalScreen[None]):
+class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
     CSS_PATH = "bench.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("plus", "more", "Double concurrency", id="more"),
@@ -29,7 +30,7 @@ class BenchScreen(ModalScreen[None]):
     def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None) -> None:
         super().__init__()
-        from backend.loadtest import BenchConfig
+        from backend.loadtest import BenchConfig  # start-up: loaded on first use, not before the console's first frame
 
         self.status, self.plan = status, plan
         self.config = config or BenchConfig()
@@ -59,6 +60,7 @@ class BenchScreen(ModalScreen[None]):
 
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def run_load(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.loadtest import BenchInputError, run_bench
 
         try:
@@ -79,6 +81,7 @@ class BenchScreen(ModalScreen[None]):
 
     @on(BenchFinished)
     def finished(self, message: BenchFinished) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.loadtest import summary_lines
 
         self.running = False
@@ -114,7 +117,7 @@ class BenchScreen(ModalScreen[None]):
 
     def action_sweep(self) -> None:
         """The concurrency sweep in its own dialog, in place of this one (a run going is stopped)."""
-        from tui.screens.sweep import SweepScreen
+        from tui.screens.sweep import SweepScreen  # start-up: loaded on first use, not before the console's first frame
 
         self.workers.cancel_group(self, "bench")
         status, plan, app = self.status, self.plan, self.app

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Label
 
 from tui.messages import DoctorReady
 from tui.palette import style
+from tui.worker_errors import WorkerErrorsToApp
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
@@ -29,7 +30,7 @@ def column_widths(screen_width: int) -> tuple[int, int, int, int]:
     return 4, 14, found, rest - found
 
 
-class DoctorScreen(ModalScreen[None]):
+class DoctorScreen(WorkerErrorsToApp, ModalScreen[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("g", "pull", "Get the model (pull)", id="pull"),
@@ -49,6 +50,7 @@ class DoctorScreen(ModalScreen[None]):
 
     @work(group="doctor", exclusive=True, exit_on_error=False)
     async def run_doctor(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.doctor import Env, run_checks
 
         try:
@@ -79,6 +81,7 @@ class DoctorScreen(ModalScreen[None]):
 
     def action_pull(self) -> None:
         """The model check says the repo id is not downloaded: the pull screen, for that repo id."""
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.pull import PullScreen, looks_like_repo_id
 
         model = str(self.app.settings.server.get("model") or "")

@@ -19,6 +19,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
+from backend.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
@@ -31,14 +32,14 @@ from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.status_bar import StatusBar
+from tui.worker_errors import WorkerErrorsToApp
 
 POLL_S = 0.2
 NARROW_W = 100  # below this many columns the side column becomes the one-line strip
-LIVE = ("starting", "ready", "backoff", "stopping", "sleeping")
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
-class MainScreen(ServerActions, Screen):
+class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
     # its stylesheet, screens/main.tcss, is loaded with the app's (tui/app.py)
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),
@@ -64,7 +65,7 @@ class MainScreen(ServerActions, Screen):
     ]
 
     narrow = False
-    state: dict = {"state": "stopped"}  # the last poll's, replaced (never mutated) on each poll
+    state: ServerStatus = ServerStatus(ServerState.STOPPED)  # the last poll's, replaced (never mutated) on each poll
     server_profile: str | None = None  # the running server's workload profile (the last poll's)
 
     def compose(self) -> ComposeResult:
@@ -88,7 +89,7 @@ class MainScreen(ServerActions, Screen):
         yield KeysFooter(id="footer")
 
     def on_mount(self) -> None:
-        self.state: dict = {"state": "stopped"}
+        self.state = ServerStatus(ServerState.STOPPED)
         self.plan: dict | None = None
         self.plan_error: str | None = None
         self.parsed: dict = {}
@@ -130,7 +131,7 @@ class MainScreen(ServerActions, Screen):
         self.toggle_class("-side-open")
 
     def _show_strip(self) -> None:
-        self.query_one(FigureStrip).show(self.state.get("state", "stopped"), self.parsed, self.gpu_memory)
+        self.query_one(FigureStrip).show(self.state.state, self.parsed, self.gpu_memory)
 
     def _show_pending(self) -> None:
         if self.is_mounted:
@@ -138,15 +139,15 @@ class MainScreen(ServerActions, Screen):
 
     def _show_status(self) -> None:
         settings = self.app.settings
-        live = self.state if self.state.get("state") in LIVE else {}
-        base_url = live.get("base_url") or settings.base_url
-        name = live.get("served_model_name") or settings.served_name
+        live = self.state.state in SUPERVISED
+        base_url = (live and self.state.base_url) or settings.base_url
+        name = (live and self.state.served_model_name) or settings.served_name
         self.query_one(StatusBar).show(self.state, base_url, name, self.parsed, self.pending_text(),
                                        profile=self.shown_profile())
 
     def shown_profile(self) -> str | None:
         """The running server's profile (its supervisor's settings), else the one the next start uses."""
-        if self.state.get("state") in LIVE:
+        if self.state.state in SUPERVISED:
             return self.server_profile
         return self.app.settings.profile
 
@@ -190,6 +191,7 @@ class MainScreen(ServerActions, Screen):
 
     # -- workload profiles (p) -------------------------------------------------------------------
     def action_profiles(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.profiles import ProfileScreen
 
         running = self.state.get("state") in ("starting", "ready", "backoff", "sleeping")
@@ -208,6 +210,7 @@ class MainScreen(ServerActions, Screen):
             self._switch_profile(new)
             self.notify(f"{label}: the next start (s) uses it")
             return
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.confirm import ConfirmScreen
 
         def chosen(yes: bool | None) -> None:
@@ -221,6 +224,7 @@ class MainScreen(ServerActions, Screen):
                                            "as long as a start."), chosen)
 
     def _switch_profile(self, name: str | None, restart: bool = False) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.profiles import settings_for, with_profile
         from backend.settings import ConfigError
 
@@ -239,6 +243,7 @@ class MainScreen(ServerActions, Screen):
 
     @on(ChatFinished)
     def chat_finished(self, message: ChatFinished) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.conversation import measured_decode_rate
 
         # the measured decode rate beside the ledger's batch-1 ceiling; never a burst or an impossible rate
@@ -249,16 +254,16 @@ class MainScreen(ServerActions, Screen):
                 self._show_ledger()
 
     def action_bench(self) -> None:
-        from tui.screens.bench import BenchScreen
+        from tui.screens.bench import BenchScreen  # start-up: loaded on first use, not before the console's first frame
 
-        if self.state.get("state") != "ready":
+        if self.state.state is not ServerState.READY:
             self.notify("the load test needs a READY server: s starts it", severity="warning")
             return
         self.app.push_screen(BenchScreen(self.state, self.plan))
 
     def action_toggle_keys(self) -> None:
         """The keys of whatever has focus, with what they do (Textual's help panel)."""
-        from textual.widgets import HelpPanel
+        from textual.widgets import HelpPanel  # start-up: loaded on first use, not before the console's first frame
 
         if self.query(HelpPanel):
             self.app.action_hide_help_panel()
@@ -266,18 +271,20 @@ class MainScreen(ServerActions, Screen):
             self.app.action_show_help_panel()
 
     def action_doctor(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.doctor import DoctorScreen
 
         self.app.push_screen(DoctorScreen())
 
     def action_pull(self, repo_id: str | None = None) -> None:
-        from tui.screens.pull import PullScreen
+        from tui.screens.pull import PullScreen  # start-up: loaded on first use, not before the console's first frame
 
         self.app.push_screen(PullScreen(repo_id), self._settings_closed)
 
     @work(group="pull-check", exclusive=True, exit_on_error=False)
     async def check_pull(self) -> None:
         """A pull that a previous console (or `pull --detach`) started: say so once."""
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull import state as pull_state
 
         live = await asyncio.to_thread(pull_state.running)
@@ -285,6 +292,7 @@ class MainScreen(ServerActions, Screen):
             self.notify(f"a pull of {live.get('repo_id')} is running (pid {live.get('pid')}): g shows it", timeout=8)
 
     def action_report(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.report import ReportScreen
 
         self.app.push_screen(ReportScreen())
@@ -308,15 +316,15 @@ class MainScreen(ServerActions, Screen):
 
     def action_sleep_wake(self) -> None:
         """z: a READY server goes to sleep (level 1: the GPUs freed, weights kept in RAM); a sleeping one wakes."""
-        state = self.state.get("state")
-        if state not in ("ready", "sleeping"):
+        state = self.state.state
+        if state not in SERVING:
             self.notify("sleep needs a READY server (and server.enable_sleep_mode = true)", severity="warning")
             return
         if self.busy:
             self.notify("busy: wait for the last action to finish", severity="warning")
             return
         self.busy = True
-        action = "wake" if state == "sleeping" else "sleep"
+        action = "wake" if state is ServerState.SLEEPING else "sleep"
         self.notify(f"{action}…")
         self.sleep_worker(action)
 
@@ -336,7 +344,7 @@ class MainScreen(ServerActions, Screen):
             self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
 
     def _show_ledger(self) -> None:
-        from backend.ledger import compare
+        from backend.ledger import compare  # start-up: loaded on first use, not before the console's first frame
 
         rows = compare(self.plan, self.parsed) if self.plan else []
         self.query_one(LedgerPanel).show(self.plan, rows, self.measured_tps, self.plan_error)
@@ -344,6 +352,7 @@ class MainScreen(ServerActions, Screen):
     @work(group="gpus", exclusive=True, exit_on_error=False)
     async def sample_gpus(self) -> None:
         interval = float(self.app.settings.console["gpu_interval_s"])
+        # start-up: loaded on first use, not before the console's first frame
         from backend.orphans import holders_by_gpu
 
         def read() -> tuple[list, dict]:
@@ -375,12 +384,12 @@ class MainScreen(ServerActions, Screen):
         while True:
             interval = float(self.app.settings.console["metrics_interval_s"])
             state = self.state
-            if state.get("state") != "ready":
+            if state.state is not ServerState.READY:
                 if prev is not None:
                     self.post_message(MetricsSampled(None, {}))
                 prev = None
             else:
-                base_url = state.get("base_url") or self.app.settings.base_url
+                base_url = state.base_url or self.app.settings.base_url
                 # httpx: imported once a server is READY (not before the first frame), in a thread
                 metrics = await asyncio.to_thread(importlib.import_module, "backend.metrics")
 
@@ -421,17 +430,17 @@ class MainScreen(ServerActions, Screen):
         if poll.lines:
             log.append_lines(poll.lines)
         ledger = self.query_one(LedgerPanel)
-        if (poll.new_log or poll.state.get("state") == "stopped") and ledger.border_subtitle:
+        if (poll.new_log or poll.state.state is ServerState.STOPPED) and ledger.border_subtitle:
             ledger.border_subtitle = ""  # a new launch runs the saved settings (set only if shown: each set redraws)
         self.state = poll.state
         self.server_profile = poll.profile
-        self.query_one("#log-hint").set_class(not log.all_lines and self.state.get("state") == "stopped",
+        self.query_one("#log-hint").set_class(not log.all_lines and self.state.state is ServerState.STOPPED,
                                               "-shown")
         settings = self.app.settings
         # while a server runs, its own address and name (settings saved since apply on restart)
-        live = poll.state if poll.state.get("state") in LIVE else {}
-        base_url = live.get("base_url") or settings.base_url
-        name = live.get("served_model_name") or settings.served_name
+        live = poll.state.state in SUPERVISED
+        base_url = (live and poll.state.base_url) or settings.base_url
+        name = (live and poll.state.served_model_name) or settings.served_name
         self.query_one(ChatPane).endpoint = (base_url, name) if live else None
         self.query_one(FiguresPanel).show(poll.parsed, poll.timeline)
         if poll.parsed != self.parsed:
@@ -440,11 +449,11 @@ class MainScreen(ServerActions, Screen):
                 self._show_ledger()
         self._show_status()
         self._show_strip()
-        state = poll.state.get("state")
-        failure = poll.state.get("failure") if state in ("failed", "backoff") else None
-        failure = failure or (poll.parsed.get("failure") if state == "failed" else None)
-        last = poll.state.get("last_failure")
-        if not failure and last and state in ("starting", "backoff"):  # why the last attempt failed
+        state = poll.state.state
+        failure = poll.state.failure if state in FAILING else None
+        failure = failure or (poll.parsed.get("failure") if state is ServerState.FAILED else None)
+        last = poll.state.last_failure
+        if not failure and last and state in (ServerState.STARTING, ServerState.BACKOFF):  # why the last attempt failed
             self.query_one(FailureBanner).show(last, earlier=True)
         else:
             self.query_one(FailureBanner).show(failure)
@@ -461,7 +470,7 @@ class MainScreen(ServerActions, Screen):
         self.query_one(LogPane).focus()
 
     def action_cycle_level(self) -> None:
-        from tui.widgets.log_pane import LEVELS
+        from tui.widgets.log_pane import LEVELS  # start-up: loaded on first use, not before the console's first frame
 
         log = self.query_one(LogPane)
         log.set_view(level=LEVELS[(LEVELS.index(log.level) + 1) % len(LEVELS)])
@@ -481,17 +490,18 @@ class MainScreen(ServerActions, Screen):
         self.query_one(LogPane).set_view(level="all", search="")
 
     def action_quit_console(self) -> None:
-        self.app.request_quit(self.state.get("state", "stopped"))
+        self.app.request_quit(self.state.state)
 
     def action_settings(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.settings import SettingsScreen
 
-        self.app.push_screen(SettingsScreen(lambda: self.state.get("state")), self._settings_closed)
+        self.app.push_screen(SettingsScreen(lambda: self.state.state), self._settings_closed)
 
     def _settings_closed(self, result: str | None) -> None:
         if result:  # something was saved: the plan for the settings now in the file
             self.compute_plan()
-            if result != "restart" and self.state.get("state") in ("starting", "ready", "backoff"):
+            if result != "restart" and self.state.state in RUNNING:
                 # the log column is still the running server's: say the plan is ahead of it
                 self.query_one(LedgerPanel).border_subtitle = "plan: saved settings, restart to apply"
         if result == "restart":  # asked for in the settings dialog: no second question
@@ -500,6 +510,6 @@ class MainScreen(ServerActions, Screen):
 
 def _plan_for_console(settings, gpus):
     """In a thread: the ledger's imports (~50 ms) stay off the event loop."""
-    from backend.ledger import plan_for_console
+    from backend.ledger import plan_for_console  # start-up: loaded on first use, not before the console's first frame
 
     return plan_for_console(settings, gpus)

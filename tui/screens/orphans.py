@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from tui.messages import OrphanKilled
+from tui.worker_errors import WorkerErrorsToApp
 
 GIB = 2**30
 
@@ -25,7 +26,7 @@ def _gib(value: int | None) -> str:
     return f"{value / GIB:.1f} GiB" if value else "—"
 
 
-class OrphanScreen(ModalScreen[str | None]):
+class OrphanScreen(WorkerErrorsToApp, ModalScreen[str | None]):
     """Dismisses with "start" (nothing is left), "force" (start beside them) or None (cancel)."""
 
     CSS_PATH = "orphans.tcss"

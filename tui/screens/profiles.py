@@ -22,7 +22,7 @@ NONE_ID = "profile:"  # no profile: [server] as the file has it
 
 def verdict_text(v, app=None, current: bool = False) -> Text:
     """Two or more lines: name and overlay, then the verdict; warnings and errors below."""
-    from backend.profiles import overlay_text
+    from backend.profiles import overlay_text  # start-up: loaded on first use, not before the console's first frame
 
     text = Text()
     text.append("● " if current else "  ", style(app, "accent", "bold"))
@@ -70,6 +70,7 @@ class ProfileScreen(ModalScreen[str | None]):
 
     @work(group="profiles", exclusive=True, exit_on_error=False, thread=True)
     def plan_all(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.ledger.adapter import gpus_from_monitor
         from backend.ledger.cli import detect_vllm_version
         from backend.profiles import verdicts

@@ -29,7 +29,7 @@ POLL_S = 0.3
 
 
 def looks_like_repo_id(model: str) -> bool:
-    from backend.pull.run import check_repo_id
+    from backend.pull.run import check_repo_id  # start-up: loaded on first use, not before the console's first frame
 
     return bool(model) and not model.startswith(("/", ".", "~")) and check_repo_id(model) is None
 
@@ -47,6 +47,7 @@ class FileRow(Horizontal):
         yield Label("", classes="file-bytes")
 
     def show(self, f: dict) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull.progress import human_bytes
 
         size = f.get("size") or 0
@@ -75,7 +76,7 @@ class PullScreen(ModalScreen[str | None]):
         self.started_pid: int | None = None
 
     def compose(self) -> ComposeResult:
-        from backend.pull.run import SOURCES
+        from backend.pull.run import SOURCES  # start-up: loaded on first use, not before the console's first frame
 
         model = str(self.app.settings.server.get("model") or "")
         repo = self.repo_id or (model if looks_like_repo_id(model) else "")
@@ -116,14 +117,16 @@ class PullScreen(ModalScreen[str | None]):
                 self.query_one("#revision", Input).value.strip(), self.query_one("#folder", Input).value.strip())
 
     def _target(self, repo: str, folder: str):
-        from pathlib import Path
+        from pathlib import Path  # start-up: loaded on first use, not before the console's first frame
 
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull.run import default_local_dir
 
         return Path(folder).expanduser() if folder else default_local_dir(repo or "ORG/NAME")
 
     @on(Input.Changed)
     def show_target(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull.progress import human_bytes
         from backend.pull.run import free_bytes
 
@@ -138,6 +141,7 @@ class PullScreen(ModalScreen[str | None]):
 
     @on(Input.Submitted)
     def start(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull.run import check_repo_id
 
         if self.alive:
@@ -158,7 +162,7 @@ class PullScreen(ModalScreen[str | None]):
 
     @work(group="pull-start", exclusive=True, exit_on_error=False)
     async def start_worker(self, argv: list[str], detached: bool) -> None:
-        from backend.pull.cli import spawn
+        from backend.pull.cli import spawn  # start-up: loaded on first use, not before the console's first frame
 
         try:
             pid, log = await asyncio.to_thread(spawn, argv, None if detached else os.getpid())
@@ -177,6 +181,7 @@ class PullScreen(ModalScreen[str | None]):
     # -- following the state file ----------------------------------------------------------------
     @work(group="pull-poll", exclusive=True, exit_on_error=False)
     async def poll_pull(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull import state as pull_state
 
         def read():
@@ -190,6 +195,7 @@ class PullScreen(ModalScreen[str | None]):
 
     @on(PullPolled)
     def show(self, message: PullPolled) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull.progress import human_bytes, human_seconds, overall_line
         from backend.pull.state import FINAL
 
@@ -243,7 +249,7 @@ class PullScreen(ModalScreen[str | None]):
         self.query_one("#keys", Label).update(keys)
 
     def _result_text(self, r: dict) -> Text:
-        from backend.pull.cli import summary_text
+        from backend.pull.cli import summary_text  # start-up: loaded on first use, not before the console's first frame
 
         text = Text()
         ok = bool(r.get("verified"))
@@ -258,6 +264,7 @@ class PullScreen(ModalScreen[str | None]):
 
     # -- keys ------------------------------------------------------------------------------------
     def action_cancel_pull(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull import state as pull_state
 
         if not (self.alive and self.state and pull_state.cancel(self.state)):
@@ -266,6 +273,7 @@ class PullScreen(ModalScreen[str | None]):
         self.notify("cancelling: the files fetched so far stay; pull again to continue", timeout=4)
 
     def action_keep_going(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.pull import state as pull_state
 
         if not (self.alive and self.state):
@@ -276,6 +284,7 @@ class PullScreen(ModalScreen[str | None]):
             self.notify("the pull keeps going when the console quits; a new console shows it (g)", timeout=4)
 
     def action_use_folder(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
         from backend.setting_rows import apply_edit
         from backend.settings import ConfigError
 

@@ -15,11 +15,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, TextArea
 
+from tui import clipboard
 from tui.messages import ReportReady
 from tui.palette import style
+from tui.worker_errors import WorkerErrorsToApp
 
 
-class ReportScreen(ModalScreen[None]):
+class ReportScreen(WorkerErrorsToApp, ModalScreen[None]):
     CSS_PATH = "report.tcss"
     BINDINGS = [Binding("w", "save", "Save to a file", id="save"),
                 Binding("y", "copy", "Copy", id="copy"),
@@ -40,7 +42,7 @@ class ReportScreen(ModalScreen[None]):
 
     @work(group="report", exclusive=True, exit_on_error=False)
     async def build_report(self) -> None:
-        from backend.report import build
+        from backend.report import build  # start-up: loaded on first use, not before the console's first frame
 
         try:
             text, _, red = await asyncio.to_thread(build, self.app.settings, True, self.app.gpus)
@@ -59,7 +61,7 @@ class ReportScreen(ModalScreen[None]):
         summary.update(Text(f"{len(message.text.splitlines())} lines; redacted: {message.redactions}", "bold"))
 
     def action_save(self) -> None:
-        from backend import paths
+        from backend import paths  # start-up: loaded on first use, not before the console's first frame
 
         if self.text is None:
             self.notify("the report is not ready yet", severity="warning")
@@ -77,13 +79,5 @@ class ReportScreen(ModalScreen[None]):
         if self.text is None:
             self.notify("the report is not ready yet", severity="warning")
             return
-        self.app.copy_to_clipboard(self.text)  # OSC 52: reaches the SSH client's terminal
-        how = "OSC 52 (in tmux: set -g set-clipboard on)"
-        try:
-            import pyperclip
-
-            pyperclip.copy(self.text)
-            how += " and this machine's clipboard"
-        except Exception:  # noqa: BLE001 - a headless box has no local clipboard; OSC 52 still went out
-            pass
+        how = clipboard.copy(self.app, self.text)
         self.notify(f"copied {len(self.text)} characters: {how}", timeout=8)

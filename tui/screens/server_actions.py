@@ -11,6 +11,7 @@ import time
 
 from textual import work
 
+from backend.status import SUPERVISED, ServerState
 from tui.messages import ActionFinished, OrphansScanned
 
 # what is under way, in words, for the status line (with the seconds since it began)
@@ -22,14 +23,14 @@ PENDING = {
 }
 
 
-def needs_confirm(policy: str, state: str) -> bool:
+def needs_confirm(policy: str, state: ServerState) -> bool:
     """console.confirm: "running" asks when the server is READY (serving, or able to serve,
     requests); "always" whenever there is a server to stop; "never" never."""
     if policy == "never":
         return False
     if policy == "always":
-        return state in ("starting", "ready", "backoff", "stopping")
-    return state == "ready"
+        return state in SUPERVISED
+    return state == ServerState.READY
 
 
 class ServerActions:
@@ -77,9 +78,10 @@ class ServerActions:
             else:
                 self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
             return
-        state = self.state.get("state", "stopped")
+        state = self.state.state
         policy = str(self.app.settings.console.get("confirm", "running"))
         if action != "start" and needs_confirm(policy, state):
+            # start-up: loaded on first use, not before the console's first frame
             from tui.screens.confirm import ConfirmScreen
 
             running = getattr(self, "requests_running", None)
@@ -101,7 +103,7 @@ class ServerActions:
         if self.busy:
             self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
             return
-        from backend import apikey
+        from backend import apikey  # start-up: loaded on first use, not before the console's first frame
         from tui.screens.exposure import ExposureScreen
         from tui.screens.preflight import PreflightScreen, blocking
 
@@ -125,6 +127,7 @@ class ServerActions:
 
     def _go(self, action: str) -> None:
         if action in ("start", "restart"):
+            # start-up: loaded on first use, not before the console's first frame
             from backend.pull.run import not_downloaded
 
             note = not_downloaded(self.app.settings)  # a repo id vLLM would fetch itself, slowly and silently
@@ -157,6 +160,7 @@ class ServerActions:
             self._set_phase("start")
             self.start_worker(False, message.done)
             return
+        # start-up: loaded on first use, not before the console's first frame
         from tui.screens.orphans import OrphanScreen
 
         self._set_phase(None)

@@ -37,6 +37,7 @@ from backend.setting_rows import (
 from backend.settings import SCHEMA, ConfigError
 from tui.messages import LedgerPreviewed, SettingSaved
 from tui.palette import style
+from tui.worker_errors import WorkerErrorsToApp
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
 VALUE_W, DEFAULT_W = 26, 14
@@ -75,7 +76,7 @@ def _detail(row: Row, app=None) -> Text:
     return text
 
 
-class SettingsScreen(ModalScreen[str | None]):
+class SettingsScreen(WorkerErrorsToApp, ModalScreen[str | None]):
     CSS_PATH = "settings.tcss"
     BINDINGS = [
         Binding("escape", "back", "Cancel edit / close", id="close"),
@@ -188,7 +189,7 @@ class SettingsScreen(ModalScreen[str | None]):
         self._preview(event.value)
 
     def _preview(self, text: str) -> None:
-        from backend.ledger.preview import reads
+        from backend.ledger.preview import reads  # start-up: loaded on first use, not before the console's first frame
 
         row = self.editing
         if row is None or row.secret or not reads(row.section, row.key):
@@ -200,9 +201,11 @@ class SettingsScreen(ModalScreen[str | None]):
     @work(group="settings-preview", exclusive=True, exit_on_error=False, thread=True)
     def run_preview(self, section: str, key: str, text: str) -> None:
         """The ledger with the typed value (pure, a few ms; the GPUs and vLLM version read once)."""
+        # start-up: loaded on first use, not before the console's first frame
         from backend.ledger.preview import preview
 
         if self._plan_inputs is None:
+            # start-up: loaded on first use, not before the console's first frame
             from backend.ledger.adapter import gpus_from_monitor
             from backend.ledger.cli import detect_vllm_version
 

@@ -60,7 +60,7 @@ class SweepScreen(ModalScreen[None]):
     def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None, transport: Any = None, save_dir: Any = None) -> None:
         super().__init__()
-        from backend.sweep import SweepConfig
+        from backend.sweep import SweepConfig  # start-up: loaded on first use, not before the console's first frame
 
         self.status, self.plan = status, plan
         self.config = config or SweepConfig(list(DEFAULT_LEVELS))
@@ -103,7 +103,7 @@ class SweepScreen(ModalScreen[None]):
 
     @work(group="sweep", exclusive=True, exit_on_error=False)
     async def run_sweep(self) -> None:
-        from backend import sweep
+        from backend import sweep  # start-up: loaded on first use, not before the console's first frame
         from backend.loadtest import BenchInputError
 
         try:
@@ -122,7 +122,7 @@ class SweepScreen(ModalScreen[None]):
 
     @on(SweepEvent)
     def sweep_moved(self, message: SweepEvent) -> None:
-        from backend.sweep import LevelProgress
+        from backend.sweep import LevelProgress  # start-up: loaded on first use, not before the console's first frame
 
         ev = message.event
         if isinstance(ev, LevelProgress):
@@ -182,7 +182,7 @@ class SweepScreen(ModalScreen[None]):
                else "batch-1 decode ceiling n/a (CPU or unknown card)"), "dim"))
 
     def _predicted(self) -> dict[str, Any]:
-        from backend.loadtest import predict
+        from backend.loadtest import predict  # start-up: loaded on first use, not before the console's first frame
 
         return predict(self.app.settings, self.status, self.plan)
 

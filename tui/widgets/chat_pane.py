@@ -16,9 +16,11 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from backend.conversation import Conversation, figures_line
+from tui import clipboard
 from tui.messages import ChatDelta, ChatFinished
 from tui.widgets.chat_input import ChatInput
 from tui.widgets.reply import ReplyView
+from tui.worker_errors import WorkerErrorsToApp
 
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
 
@@ -30,7 +32,7 @@ def _preload() -> None:
     warm_up()
 
 
-class ChatPane(Vertical):
+class ChatPane(WorkerErrorsToApp, Vertical):
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
     ChatPane #chat-log { height: 1fr; padding: 0 1; }
@@ -173,5 +175,4 @@ class ChatPane(Vertical):
         if not reply:
             self.app.notify("no reply to copy yet", severity="warning")
             return
-        self.app.copy_to_clipboard(reply)  # OSC 52: reaches the SSH client's clipboard
-        self.app.notify(f"copied {len(reply)} characters (OSC 52; in tmux: set -g set-clipboard on)")
+        self.app.notify(f"copied {len(reply)} characters: {clipboard.copy(self.app, reply)}")

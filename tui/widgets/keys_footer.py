@@ -55,7 +55,7 @@ class KeysFooter(Static):
                 continue
             seen.add(binding.action)
             pairs.append((self.app.get_key_display(binding), binding.description.lower()))
-        from textual.widgets import Input
+        from textual.widgets import Input  # start-up: loaded on first use, not before the console's first frame
 
         typing = isinstance(self.screen.focused, Input)  # there `?` is text: f1 shows the keys
         self.shown = fit(pairs, max(self.size.width - 2, 20), ("f1", "keys") if typing else HELP_KEY)

@@ -110,7 +110,7 @@ class LogPane(Log):
         self.watch(self.app, "theme", lambda _theme: self.call_after_refresh(self.use_theme), init=False)
 
     def use_theme(self) -> None:
-        from tui.palette import colour
+        from tui.palette import colour  # start-up: loaded on first use, not before the console's first frame
 
         self.highlighter.styles = {name: colour(self.app, name) for name in ("error", "warning", "secondary")}
         self.set_view()

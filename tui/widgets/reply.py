@@ -99,7 +99,7 @@ class FullCollectionsDeferred:
 
 
 def _console(width: int):
-    from rich.console import Console
+    from rich.console import Console  # start-up: loaded on first use, not before the console's first frame
 
     return Console(width=width, file=io.StringIO(), color_system="truecolor", markup=False, highlight=False,
                    emoji=False, legacy_windows=False, force_terminal=True, safe_box=False, soft_wrap=False,
@@ -118,7 +118,7 @@ async def render_markdown(source: str, width: int, slice_s: float = SLICE_S, par
     `slice_s` (Rich renders element by element, lazily), so that keys and chunks go on between
     them. Parsing takes about 1 ms per 1,000 characters: `parse_in_thread` for a long text (a thread
     returning a parsed document; it touches no widget)."""
-    from rich.segment import Segment
+    from rich.segment import Segment  # start-up: loaded on first use, not before the console's first frame
 
     if not source.strip() or width <= 0:
         return []
@@ -141,7 +141,7 @@ WARM_UP = ("# h\n\ntext **b** `c`\n\n- a\n1. b\n\n> q\n\n```python\nx = 1\n```\n
 def warm_up() -> None:
     """Import and build once, in a thread before the first reply, what a first render would pay
     for on the event loop (markdown-it, Rich's tables, pygments and its Python lexer: ~100 ms)."""
-    from rich.segment import Segment
+    from rich.segment import Segment  # start-up: loaded on first use, not before the console's first frame
 
     console = _console(80)
     list(Segment.split_and_crop_lines(console.render(_parse(WARM_UP), console.options), 80, pad=False))
@@ -149,7 +149,7 @@ def warm_up() -> None:
 
 def render_plain(console, text: str, width: int) -> list[Strip]:
     """Text as it streams: wrapped, no Markdown (cheap enough for the event loop)."""
-    from rich.text import Text
+    from rich.text import Text  # start-up: loaded on first use, not before the console's first frame
 
     if not text.strip() or width <= 0:
         return []

@@ -4,11 +4,13 @@ restart waiting for the old server to exit."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
 
+from backend.status import ServerState, ServerStatus
 from tui.palette import STATE_COLOUR, style
 
 
@@ -19,20 +21,20 @@ def _uptime(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def progress_text(state: dict[str, Any], parsed: dict[str, Any]) -> str:
+def progress_text(state: ServerStatus | Mapping[str, Any], parsed: dict[str, Any]) -> str:
     """While starting: phase · elapsed / expected (the last start of the same settings);
-    while stopping: the countdown to SIGKILL."""
-    name = state.get("state")
-    if name == "starting":
-        up = state.get("uptime_s")
+    while stopping: the countdown to SIGKILL. (A status dict is read with ServerStatus.from_dict.)"""
+    state = ServerStatus.from_dict(state)
+    if state.state is ServerState.STARTING:
+        up = state.uptime_s
         out = f"phase {parsed.get('phase') or 'starting'}"
         if up is not None:
             out += f" · {_uptime(up)}"
-            expected = state.get("expected_ready_s")
+            expected = state.expected_ready_s
             out += f" of ~{_uptime(expected)} (last start)" if expected else " (first start of these settings)"
         return out
-    if name == "stopping":
-        left = state.get("sigkill_in_s")
+    if state.state is ServerState.STOPPING:
+        left = state.sigkill_in_s
         return "SIGTERM sent" + (f" · SIGKILL in {left:.0f} s" if left is not None else "")
     return ""
 
@@ -45,9 +47,10 @@ class StatusBar(Static):
     last_text = ""
     _shown: Text | None = None
 
-    def show(self, state: dict[str, Any], endpoint: str, model: str, parsed: dict[str, Any] | None = None,
-             pending: str = "", profile: str | None = None) -> None:
-        name = state.get("state") or "stopped"
+    def show(self, state: ServerStatus | Mapping[str, Any], endpoint: str, model: str,
+             parsed: dict[str, Any] | None = None, pending: str = "", profile: str | None = None) -> None:
+        state = ServerStatus.from_dict(state)
+        name = state.state
         text = Text()
         colour = STATE_COLOUR.get(name, "")
         text.append(f"● {name.upper()}", style(self.app, colour, "bold") if colour else "dim")
@@ -59,12 +62,12 @@ class StatusBar(Static):
         text.append(f"  {model}  {endpoint}")
         if profile:
             text.append(f"  profile {profile}", style(self.app, "accent"))
-        if state.get("uptime_s") is not None and name == "ready":
-            text.append(f"  up {_uptime(state['uptime_s'])}")
-        if state.get("restarts"):
-            text.append(f"  restarts {state['restarts']}", style(self.app, "secondary"))
-        if state.get("detail") and name not in ("ready", "stopping"):
-            text.append(f"  — {state['detail']}", "dim")
+        if state.uptime_s is not None and name is ServerState.READY:
+            text.append(f"  up {_uptime(state.uptime_s)}")
+        if state.restarts:
+            text.append(f"  restarts {state.restarts}", style(self.app, "secondary"))
+        if state.detail and name not in (ServerState.READY, ServerState.STOPPING):
+            text.append(f"  — {state.detail}", "dim")
         if text == self._shown:  # nothing changed: no redraw (the poll runs 5 times a second)
             return
         self._shown = text

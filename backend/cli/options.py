@@ -1,0 +1,42 @@
+"""The global options (--config, --demo, --set) and the settings they give: shared by the parser
+(backend/cli/__init__.py) and the subcommands (commands.py), neither of which imports the other for them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from backend.settings import Settings, load
+
+
+def global_options(p: argparse.ArgumentParser, sub: bool) -> None:
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
+    p.add_argument("--config", metavar="PATH", help="settings file (default: $QWEN_TUI_CONFIG, "
+                   "./config.toml, then the XDG config dir)", **kw)
+    p.add_argument("--demo", action="store_true", help="serve the built-in tiny model on vLLM's CPU "
+                   "build (no GPU, no download)", **kw)
+    p.add_argument("--profile", metavar="NAME", help="workload profile: [profiles.NAME] of config.toml over "
+                   "[server] (built in: chat 8K/8 seqs, long 32K/2, batch 4K/32; `qwen-tui profiles` lists them)",
+                   **kw)
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", dest="overrides",
+                   help="override a setting for this run (repeatable)", **(kw or {"default": []}))
+
+
+def load_settings(args: argparse.Namespace) -> Settings:
+    return load(config=args.config, demo=args.demo, overrides=args.overrides,
+                profile=getattr(args, "profile", None))
+
+
+def global_argv(args: argparse.Namespace) -> list[str]:
+    """The global options as argv, for a child process that must load the same settings."""
+    out: list[str] = []
+    if args.config:
+        out += ["--config", str(Path(args.config).resolve())]
+    if args.demo:
+        out.append("--demo")
+    if getattr(args, "profile", None):
+        out += ["--profile", args.profile]
+    for o in args.overrides or []:
+        out += ["--set", o]
+    return out
