@@ -509,7 +509,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
                       prompt_tokens=args.prompt_tokens)
     if getattr(args, "url", None):  # through a router: plus each box's share (backend/cluster/bench.py)
-        from backend.cluster.bench import run_url
+        from backend.cluster.bench import run_url  # only this path needs it (start-up, or a cycle)
 
         return run_url(load_settings(args), cfg, args.url, args.json)
     return run_cli(load_settings(args), cfg, args.json)

@@ -57,7 +57,7 @@ def per_box_lines(rep: dict[str, Any]) -> list[str]:
 
 
 def run_url(settings: Any, cfg: BenchConfig, url: str, as_json: bool, out: Any = None, err: Any = None) -> int:
-    from backend.loadtest import _progress_printer
+    from backend.loadtest import _progress_printer  # only this path needs it (start-up, or a cycle)
 
     out, err = out or sys.stdout, err or sys.stderr
     try:

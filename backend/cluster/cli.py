@@ -30,7 +30,7 @@ def _cluster(args) -> Cluster:
 
 
 def _global_argv(args) -> list[str]:
-    from backend.cli.options import global_argv
+    from backend.cli.options import global_argv  # only this path needs it (start-up, or a cycle)
 
     return global_argv(args)
 

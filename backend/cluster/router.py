@@ -201,7 +201,7 @@ def box_healthy(api_url: str, timeout: float = 2.0, client: httpx.Client | None 
 
 # -- the supervisor ----------------------------------------------------------------------------------
 def _alive(pid: Any, created: Any) -> bool:
-    import psutil
+    import psutil  # only this path needs it (start-up, or a cycle)
 
     try:
         p = psutil.Process(int(pid))
@@ -238,7 +238,7 @@ class RouterSupervisor:
         self._stop.set()
 
     def _write(self, state: str, **extra: Any) -> None:
-        import psutil
+        import psutil  # only this path needs it (start-up, or a cycle)
 
         me = psutil.Process()
         _write_json(state_path(), {"state": state, "supervisor_pid": me.pid,
@@ -401,7 +401,7 @@ def stop(timeout: float = 20.0) -> tuple[bool, str]:
     while time.time() < deadline:
         if not _alive(pid, st.get("supervisor_create_time")):
             router_pid = st.get("pid")
-            import psutil
+            import psutil  # only this path needs it (start-up, or a cycle)
 
             if router_pid and psutil.pid_exists(int(router_pid)):
                 return False, f"the router supervisor exited but vllm-router pid {router_pid} still runs"

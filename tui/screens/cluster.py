@@ -143,7 +143,7 @@ class ClusterScreen(Screen):
         return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
 
     def _ask(self, question: str, detail: str, run) -> None:
-        from tui.screens.confirm import ConfirmScreen
+        from tui.screens.confirm import ConfirmScreen  # only this path needs it (start-up, or a cycle)
 
         if self.busy:
             self.notify("busy: wait for the last cluster action to finish", severity="warning")

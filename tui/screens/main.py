@@ -299,9 +299,9 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
 
     def action_cluster(self) -> None:
         """n: the cluster view ([cluster] in the config file: the boxes and the router in front)."""
-        from backend.cluster.config import load_cluster
-        from backend.settings import ConfigError
-        from tui.screens.cluster import ClusterScreen
+        from backend.cluster.config import load_cluster  # only this path needs it (start-up, or a cycle)
+        from backend.settings import ConfigError  # only this path needs it (start-up, or a cycle)
+        from tui.screens.cluster import ClusterScreen  # only this path needs it (start-up, or a cycle)
 
         try:
             cluster = load_cluster(self.app.settings)
