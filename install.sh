@@ -28,7 +28,7 @@ else
   # pip retries an unreachable index for every package (minutes); say so and leave it out
   echo "install.sh: $TORCH_CPU_INDEX cannot be reached: torch comes from pip's own configuration" >&2
 fi
-.venv/bin/pip install "${index[@]}" -e '.[cpu,dev]' "$@"
+.venv/bin/pip install "${index[@]}" -e '.[cpu,dev,router]' "$@"
 
 broken=()
 for pkg in torchvision torchaudio torchcodec; do

@@ -378,11 +378,13 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
 
 async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | None = None, *,
                     status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
-                    transport: httpx.AsyncBaseTransport | None = None) -> dict[str, Any]:
+                    transport: httpx.AsyncBaseTransport | None = None,
+                    base_url: str | None = None, model: str | None = None) -> dict[str, Any]:
     """The whole run; returns the `bench --json` object. Never raises for a server problem: a run
-    that could not start has `error` and `fix` and counts nothing. Raises BenchInputError."""
+    that could not start has `error` and `fix` and counts nothing. Raises BenchInputError.
+    `base_url`: another server than the settings' own (a router: `bench --url`)."""
     cfg.check()
-    base_url, model = settings.base_url, settings.served_name
+    base_url, model = (base_url or settings.base_url).rstrip("/"), model or settings.served_name
     api_key = settings.api_key
     headers: dict[str, str] = {}  # the client carries the key
     predicted = predict(settings, status, plan)

@@ -134,6 +134,8 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("planner", "gpu_memory_gib"): (0.1, 100_000), ("planner", "gpu_count"): (1, 1024),
     ("chat", "max_tokens"): (1, None), ("chat", "temperature"): (0, 2), ("chat", "top_p"): (0.001, 1),
 }
+# Sections with a parser of their own: [cluster] and [[cluster.box]] (backend/cluster/config.py).
+OWN_SECTIONS = ("cluster",)
 # Strings that may not be empty when set.
 NON_EMPTY = {("server", "model"), ("server", "host"), ("server", "api_key"), ("server", "api_key_file")}
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -285,6 +287,8 @@ def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, te
         at = f"{where}:{locate(text, section) or 1}"
         if not isinstance(table, dict):
             raise ConfigError(f"{at}: '{section}' must be a table like [{section}]")
+        if section in OWN_SECTIONS:
+            continue  # read and checked by its own module
         if section == "profiles":  # [profiles.NAME]: overlays of [server] keys (backend/profiles.py)
 
             for name, overlay in table.items():

@@ -173,6 +173,22 @@ class ClipboardDelivered(Message):
     what: str
 
 
+class ClusterPolled(Message):
+    """One look at every box and the router (backend.cluster.ops.ClusterStatus), or why there is none."""
+
+    def __init__(self, status: object | None, error: str | None = None) -> None:
+        super().__init__()
+        self.status, self.error = status, error
+
+
+class ClusterStep(Message):
+    """A line of progress from a drain / undrain / rolling restart; `done` on its last line."""
+
+    def __init__(self, text: str, done: bool = False, error: bool = False) -> None:
+        super().__init__()
+        self.text, self.done, self.error = text, done, error
+
+
 class LedgerPreviewed(Message):
     """The ledger for a value being typed in the settings editor (backend.ledger.preview.Preview)."""
 

@@ -467,6 +467,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     cfg = BenchConfig(requests=args.requests, concurrency=args.concurrency, max_tokens=args.max_tokens,
                       prompt_tokens=args.prompt_tokens)
+    if getattr(args, "url", None):  # through a router: plus each box's share (backend/cluster/bench.py)
+        from backend.cluster.bench import run_url  # only this path needs it (start-up, or a cycle)
+
+        return run_url(load_settings(args), cfg, args.url, args.json)
     return run_cli(load_settings(args), cfg, args.json)
 
 
@@ -556,6 +560,8 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="output tokens per request, EOS ignored (default 128)")
     p.add_argument("--prompt-tokens", type=int, default=128, metavar="P",
                    help="about this many prompt tokens per request (default 128)")
+    p.add_argument("--url", metavar="URL", help="another server than the configured one, e.g. the cluster's "
+                   "router; with [cluster], each box's share of the requests")
     p.add_argument("--sweep", metavar="C1,C2,...", help="a concurrency sweep: one load test per level, "
                    "e.g. 1,4,8,16,32 (saved as JSON and CSV in the XDG data dir)")
     p.add_argument("--input-tokens", type=int, metavar="N", help="with --sweep: prompt tokens (default 200)")
@@ -590,3 +596,7 @@ COMMANDS = {
              "verification", _pull_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
 }
+
+from backend.cluster.cli import COMMANDS as _CLUSTER_COMMANDS  # noqa: E402  (cluster, router)
+
+COMMANDS.update(_CLUSTER_COMMANDS)

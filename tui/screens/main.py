@@ -57,6 +57,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         Binding("v", "toggle_prefix", "Log prefix", id="prefix"),
         Binding("t", "report", "Report", id="report"),
         Binding("z", "sleep_wake", "Sleep/Wake", id="sleep"),
+        Binding("n", "cluster", "Cluster", id="cluster"),
         Binding("g", "pull", "Get model", id="pull"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
@@ -295,6 +296,23 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         from tui.screens.report import ReportScreen
 
         self.app.push_screen(ReportScreen())
+
+    def action_cluster(self) -> None:
+        """n: the cluster view ([cluster] in the config file: the boxes and the router in front)."""
+        from backend.cluster.config import load_cluster  # only this path needs it (start-up, or a cycle)
+        from backend.settings import ConfigError  # only this path needs it (start-up, or a cycle)
+        from tui.screens.cluster import ClusterScreen  # only this path needs it (start-up, or a cycle)
+
+        try:
+            cluster = load_cluster(self.app.settings)
+        except ConfigError as e:
+            self.notify(str(e), severity="error")
+            return
+        if cluster is None:
+            self.notify("no [cluster] in the config file: one box only (see config.toml's [cluster] example)",
+                        severity="warning")
+            return
+        self.app.push_screen(ClusterScreen(cluster))
 
     def action_sleep_wake(self) -> None:
         """z: a READY server goes to sleep (level 1: the GPUs freed, weights kept in RAM); a sleeping one wakes."""
