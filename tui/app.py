@@ -48,6 +48,12 @@ class QwenApp(App):
         self._quitting = False
         self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
 
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification is plain text: they carry config keys ("[cluster]"), paths and error texts,
+        which Rich markup would eat or choke on. Screens' and widgets' notify() come through here."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
         daemon_threads.install(loop)  # a blocking call still running never holds the process at exit

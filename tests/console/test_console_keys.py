@@ -180,3 +180,22 @@ async def test_the_quit_dialog_shows_its_keys(qhome):
         assert await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
         labels = [str(b.label) for b in app.screen.query(Button)]
         assert labels == ["k: keep running", "s: stop server", "esc: cancel"]
+
+
+async def test_notifications_show_brackets_as_text(qhome):
+    """n with no [cluster] table: the notice names "[cluster]" (Rich markup used to eat it)."""
+    from rich.text import Text
+
+    app, _ = app_with([Poll(state=READY, parsed=PARSED)], qhome)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+        await pilot.press("n")
+        assert await wait_until(pilot, lambda: bool(list(app._notifications)))
+        app.screen.notify("a path [/tmp/x] and [b]not bold[/b]")
+        await pilot.pause(0.1)
+        shown = [n for n in app._notifications]
+        assert all(n.markup is False for n in shown)
+        # what a toast draws for each: the message as plain text, brackets and all
+        drawn = [Text(n.message).plain if not n.markup else Text.from_markup(n.message).plain for n in shown]
+        assert any("no [cluster] in the config file" in d for d in drawn), drawn
+        assert any("[b]not bold[/b]" in d for d in drawn), drawn
