@@ -14,7 +14,7 @@ from backend.cluster import ops
 from backend.cluster.config import check_url, load_cluster
 from backend.errors import ConfigError
 from backend.httpclient import sync_client
-from backend.loadtest import BenchConfig, BenchInputError, run_bench, summary_lines
+from backend.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, summary_lines
 
 
 def served_model(url: str, wanted: str, api_key: str | None) -> tuple[str, str | None]:
@@ -29,7 +29,7 @@ def served_model(url: str, wanted: str, api_key: str | None) -> tuple[str, str |
     return str(ids[0]), f"{url} does not serve {wanted!r}; asked for {ids[0]!r}, its first model"
 
 
-def run(settings: Any, cfg: BenchConfig, url: str, on_progress=None) -> dict[str, Any]:
+def run(settings: Any, cfg: BenchConfig, url: str, on_progress: ProgressFn | None = None) -> dict[str, Any]:
     url = check_url(url, "--url")
     cluster = load_cluster(settings)
     model, note = served_model(url, settings.served_name, settings.api_key)

@@ -10,6 +10,7 @@ import argparse
 import json
 import shlex
 import sys
+from typing import Any, Callable
 
 from backend.cli.options import global_options, load_settings
 from backend.cluster import ops
@@ -17,7 +18,7 @@ from backend.cluster import router as rt
 from backend.cluster.config import Cluster, require
 
 
-def _print_json(obj) -> None:
+def _print_json(obj: object) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
@@ -25,21 +26,21 @@ def _err(msg: str) -> None:
     print(f"qwen-tui: {msg}", file=sys.stderr)
 
 
-def _cluster(args) -> Cluster:
+def _cluster(args: argparse.Namespace) -> Cluster:
     return require(load_settings(args))
 
 
-def _global_argv(args) -> list[str]:
+def _global_argv(args: argparse.Namespace) -> list[str]:
     from backend.cli.options import global_argv  # only this path needs it (start-up, or a cycle)
 
     return global_argv(args)
 
 
-def _steps(args):
+def _steps(args: argparse.Namespace) -> ops.StepFn | None:
     return None if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
 
 
-def _fmt(x, spec: str = ".0f") -> str:
+def _fmt(x: float | None, spec: str = ".0f") -> str:
     return "-" if x is None else format(x, spec)
 
 
@@ -72,7 +73,7 @@ def status_lines(st: ops.ClusterStatus) -> list[str]:
     return out
 
 
-def cmd_cluster_status(args) -> int:
+def cmd_cluster_status(args: argparse.Namespace) -> int:
     st = ops.status(_cluster(args))
     if args.json:
         _print_json(st.to_dict())
@@ -89,7 +90,7 @@ def _router_running() -> bool:
     return rt.status().get("state") in ("running", "restarting")
 
 
-def cmd_cluster_serve(args) -> int:
+def cmd_cluster_serve(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     results = []
     for name in _box_or_all(cluster, args.box):
@@ -97,7 +98,7 @@ def cmd_cluster_serve(args) -> int:
         if r["ok"] and cluster.router != "none" and name in rt.drained() and _router_running():
             r["undrain"] = _safe(ops.undrain, cluster, name, _steps(args))
         results.append(r)
-    router = None
+    router: dict[str, Any] | None = None
     if cluster.router != "none" and not args.box and not _router_running():
         try:
             router = rt.start_detached(_global_argv(args), cluster)
@@ -110,25 +111,26 @@ def cmd_cluster_serve(args) -> int:
     return 0 if ok else 1
 
 
-def _safe(fn, *a, **kw) -> dict:
+def _safe(fn: Callable[..., dict[str, Any]], *a: Any, **kw: Any) -> dict[str, Any]:
     try:
-        return fn(*a, **kw)
+        out: dict[str, Any] = fn(*a, **kw)
+        return out
     except ops.ClusterError as e:
         _err(str(e))
         return {"ok": False, "error": str(e)}
 
 
-def cmd_cluster_stop(args) -> int:
+def cmd_cluster_stop(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     results = []
-    router = None
+    router: dict[str, Any] | None = None
     if not args.box and cluster.router != "none":
         ok, msg = rt.stop()
         router = {"ok": ok, "summary": msg}
         if not args.json:
             print(msg, file=sys.stderr)
     for name in _box_or_all(cluster, args.box):
-        r: dict = {"box": name}
+        r: dict[str, Any] = {"box": name}
         if args.box and cluster.router != "none" and _router_running():
             r["drain"] = _safe(ops.drain, cluster, name, _steps(args), force=True)
         r.update(ops.stop_box(cluster, name, _steps(args)))
@@ -139,7 +141,7 @@ def cmd_cluster_stop(args) -> int:
     return 0 if ok else 1
 
 
-def cmd_cluster_restart(args) -> int:
+def cmd_cluster_restart(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     try:
         if args.box:
@@ -158,7 +160,7 @@ def cmd_cluster_restart(args) -> int:
     return 0 if out["ok"] else 1
 
 
-def cmd_cluster_drain(args) -> int:
+def cmd_cluster_drain(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     out = _safe(ops.drain, cluster, cluster.box(args.box).name, _steps(args), force=args.force, timeout=args.timeout)
     if args.json:
@@ -166,7 +168,7 @@ def cmd_cluster_drain(args) -> int:
     return 0 if out["ok"] and not out.get("timed_out") else 1
 
 
-def cmd_cluster_undrain(args) -> int:
+def cmd_cluster_undrain(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     out = _safe(ops.undrain, cluster, cluster.box(args.box).name, _steps(args), timeout=args.timeout)
     if args.json:
@@ -175,7 +177,7 @@ def cmd_cluster_undrain(args) -> int:
 
 
 # -- router -------------------------------------------------------------------------------------------
-def cmd_router_print_command(args) -> int:
+def cmd_router_print_command(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     try:
         argv = rt.command(cluster)
@@ -192,7 +194,7 @@ def cmd_router_print_command(args) -> int:
     return 0
 
 
-def cmd_router_serve(args) -> int:
+def cmd_router_serve(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     try:
         rt.command(cluster)
@@ -220,7 +222,7 @@ def cmd_router_serve(args) -> int:
         return 1
 
 
-def cmd_router_stop(args) -> int:
+def cmd_router_stop(args: argparse.Namespace) -> int:
     ok, msg = rt.stop()
     if args.json:
         _print_json({"ok": ok, "summary": msg})
@@ -229,7 +231,7 @@ def cmd_router_stop(args) -> int:
     return 0 if ok else 1
 
 
-def cmd_router_status(args) -> int:
+def cmd_router_status(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     view, workers = ops.router_view(cluster)
     out = {**view.to_dict(), "workers": workers}
@@ -249,7 +251,7 @@ def _json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _sub(parent: argparse.ArgumentParser, table: dict) -> None:
+def _sub(parent: argparse.ArgumentParser, table: dict[str, Any]) -> None:
     subs = parent.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     for name, (func, help_text, add) in table.items():
         sp = subs.add_parser(name, help=help_text, description=help_text)
@@ -259,7 +261,7 @@ def _sub(parent: argparse.ArgumentParser, table: dict) -> None:
         sp.set_defaults(action_func=func)
 
 
-def _box_opt(required: bool):
+def _box_opt(required: bool) -> Callable[[argparse.ArgumentParser], None]:
     def add(p: argparse.ArgumentParser) -> None:
         p.add_argument("--box", metavar="NAME", required=required, help="the box, by its [[cluster.box]] name")
     return add
@@ -304,8 +306,9 @@ ROUTER_ACTIONS = {
     "status": (cmd_router_status, "the router's readiness and workers", lambda p: None),
 }
 
-def _dispatch(args) -> int:
-    return args.action_func(args)
+def _dispatch(args: argparse.Namespace) -> int:
+    rc: int = args.action_func(args)
+    return rc
 
 
 COMMANDS = {

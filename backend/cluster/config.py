@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from backend.settings import ConfigError, Settings, read_toml_text
+from backend.errors import ConfigError
+from backend.settings import Settings, read_toml_text
 
 ROUTERS = ("vllm-router", "none")
 TRANSPORTS = ("local", "ssh")

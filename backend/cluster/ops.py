@@ -341,7 +341,7 @@ def restart_box(cluster: Cluster, name: str, on_step: StepFn | None = None, forc
 def rolling_restart(cluster: Cluster, on_step: StepFn | None = None, force: bool = False) -> dict[str, Any]:
     """One box at a time; stops at the first box that does not come back (the others keep serving)."""
     t0 = time.time()
-    done = []
+    done: list[dict[str, Any]] = []
     for box in cluster.boxes:
         _say(on_step, f"rolling restart: {box.name} ({len(done) + 1}/{len(cluster.boxes)})")
         try:

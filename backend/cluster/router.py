@@ -205,7 +205,8 @@ def _alive(pid: Any, created: Any) -> bool:
 
     try:
         p = psutil.Process(int(pid))
-        return abs(p.create_time() - float(created)) < 1.0 and p.status() != psutil.STATUS_ZOMBIE
+        alive: bool = abs(p.create_time() - float(created)) < 1.0 and p.status() != psutil.STATUS_ZOMBIE
+        return alive
     except (psutil.Error, TypeError, ValueError):
         return False
 
@@ -230,7 +231,7 @@ class RouterSupervisor:
         self.on_line = on_line
         self.log_path = log_path or paths.state_dir() / "logs" / "router.log"
         self._stop = threading.Event()
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._adding: set[str] = set()
 
@@ -250,7 +251,8 @@ class RouterSupervisor:
 
     def _workers_now(self) -> tuple[list[str], list[str]]:
         out = drained()
-        up, left = [], []
+        up: list[str] = []
+        left: list[str] = []
         for b in self.cluster.boxes:
             if b.name in out:
                 continue

@@ -18,11 +18,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from backend.pull import state as pull_state
 from backend.pull.progress import human_bytes, human_seconds, overall_line
 from backend.pull.run import SOURCES, Pull, PullOptions, check_repo_id
+
+if TYPE_CHECKING:
+    from backend.settings import Settings
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -154,13 +157,14 @@ def spawn(argv: list[str], watch_parent: int | None = None) -> tuple[int, Path]:
     return proc.pid, log
 
 
-def _status(args) -> int:
+def _status(args: argparse.Namespace) -> int:
     data, why = pull_state.read()
     if why:
         _err(why)
-    live = bool(data) and pull_state.alive(data)
+    live = data is not None and bool(data) and pull_state.alive(data)
     if args.json:
-        print(json.dumps({"running": live and data.get("phase") not in pull_state.FINAL, "state": data},
+        running = live and data is not None and data.get("phase") not in pull_state.FINAL
+        print(json.dumps({"running": running, "state": data},
                          indent=2, default=str))
         return 0 if data else 1
     if not data:
@@ -194,7 +198,7 @@ def _cancel() -> int:
     return 0
 
 
-def cmd_pull(args) -> int:
+def cmd_pull(args: argparse.Namespace) -> int:
     if args.status:
         return _status(args)
     if args.cancel:
@@ -209,7 +213,7 @@ def cmd_pull(args) -> int:
     if args.workers < 1:
         _err("--workers must be 1 or more")
         return 2
-    settings = None
+    settings: Settings | None = None
     if args.set_model:
         from backend.cli.options import load_settings  # only when a pull runs: the hub clients are slow to import
 
@@ -230,7 +234,7 @@ def cmd_pull(args) -> int:
     return _run(args, settings)
 
 
-def _rebuild(args) -> list[str]:
+def _rebuild(args: argparse.Namespace) -> list[str]:
     from backend.cli.options import global_argv  # only when a pull runs: the hub clients are slow to import
 
     argv = global_argv(args) + ["pull", args.repo_id, "--source", args.source, "--workers", str(args.workers)]
@@ -240,7 +244,7 @@ def _rebuild(args) -> list[str]:
     return argv + (["--set-model"] if args.set_model else []) + (["--json"] if args.json else [])
 
 
-def _run(args, settings) -> int:
+def _run(args: argparse.Namespace, settings: Settings | None) -> int:
     cancel, detached = threading.Event(), threading.Event()
     if not args.watch_parent:
         detached.set()
@@ -248,15 +252,15 @@ def _run(args, settings) -> int:
                                     os.environ.get("QWEN_TUI_PULL_LOG"))
     printer = Printer(sys.stderr)
 
-    def on_event(phase: str, data: dict) -> None:
+    def on_event(phase: str, data: dict[str, Any]) -> None:
         writer.event(phase, data)
         printer(phase, data)
 
-    def on_detach(*_):
+    def on_detach(*_: Any) -> None:
         detached.set()
         writer.set_detached(True)
 
-    old = {}
+    old: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             old[sig] = signal.signal(sig, lambda *_: cancel.set())
@@ -285,9 +289,11 @@ def _run(args, settings) -> int:
     return 0 if result["verified"] and not result.get("model_set_error") else 1
 
 
-def _set_model(result: dict[str, Any], settings) -> dict[str, Any]:
-    from backend.setting_rows import config_target  # only when a pull runs: the hub clients are slow to import
-    from backend.settings import ConfigError, save_setting
+def _set_model(result: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    # only when a pull runs: the hub clients are slow to import
+    from backend.errors import ConfigError
+    from backend.setting_rows import config_target
+    from backend.settings import save_setting
 
     path = config_target(settings)
     try:

@@ -20,6 +20,7 @@ import functools
 import os
 import threading
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlparse
 
 from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker
@@ -71,7 +72,7 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
     try:
         import httpx2 as httpx_mod  # only when a pull runs: the hub clients are slow to import
     except ImportError:  # pragma: no cover - older clients use httpx / requests
-        import httpx as httpx_mod  # only when a pull runs: the hub clients are slow to import
+        import httpx as httpx_mod  # type: ignore[no-redef]  # the same names, from the older client
     if isinstance(e, (httpx_mod.ConnectError, httpx_mod.TimeoutException)):
         return PullError(f"cannot reach {endpoint}: {e} (set HF_ENDPOINT to a mirror you can reach)", "unreachable")
     if isinstance(e, httpx_mod.HTTPError):
@@ -85,7 +86,7 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
 class _Bar:
     """What `http_get` takes for a tqdm: bytes go to the Tracker; a cancel stops the stream."""
 
-    def __init__(self, tracker: Tracker, path: str, cancel: threading.Event, had: int, **kw) -> None:
+    def __init__(self, tracker: Tracker, path: str, cancel: threading.Event, had: int, **kw: Any) -> None:
         self.tracker, self.path, self.cancel = tracker, path, cancel
         if had and not kw.get("initial"):  # the server ignored our Range: http_get starts over
             tracker.restart_file(path)
@@ -93,7 +94,7 @@ class _Bar:
     def __enter__(self) -> "_Bar":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
     def close(self) -> None:
@@ -140,7 +141,7 @@ class HfSource:
         # only when a pull runs: the hub clients are slow to import
         from huggingface_hub import get_hf_file_metadata, hf_hub_url
         from huggingface_hub.file_download import http_get
-        from huggingface_hub.utils import build_hf_headers
+        from huggingface_hub.utils._headers import build_hf_headers
 
         try:
             url = hf_hub_url(listing.repo_id, rf.path, revision=listing.commit or listing.revision,
@@ -169,7 +170,8 @@ class HfSource:
                 fh.truncate()
                 http_get(meta.location, fh, resume_size=have, headers=headers, expected_size=size,
                          displayed_filename=rf.path,
-                         tqdm_class=functools.partial(_Bar, tracker, rf.path, cancel, have))
+                         # http_get calls tqdm_class(...) like a class; a partial does that too
+                         tqdm_class=cast("type[Any]", functools.partial(_Bar, tracker, rf.path, cancel, have)))
                 fh.flush()
                 os.fsync(fh.fileno())
         except (Cancelled, PullError):

@@ -22,7 +22,7 @@ from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tra
 INSTALL = "pip install 'qwen-tui[modelscope]' (or pip install modelscope)"
 
 
-def _client():
+def _client() -> Any:  # the modelscope_hub module: it ships no type information
     if "tqdm" not in sys.modules:
         os.environ.setdefault("TQDM_DISABLE", "1")  # its own bars on stderr: the Tracker shows progress
     try:
@@ -54,13 +54,13 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
     return PullError(f"ModelScope: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", "error")
 
 
-def _callback_class(tracker: Tracker, path: str, cancel: threading.Event, on_disk: int = 0):
+def _callback_class(tracker: Tracker, path: str, cancel: threading.Event, on_disk: int = 0) -> type[Any]:
     """The client wants a class it instantiates per file with (filename, file_size). It reports the
     bytes it resumes from (already on disk) through update() too: those are not counted again."""
-    hub = _client()
+    hub: Any = _client()
     skip = [on_disk]
 
-    class ToTracker(hub.ProgressCallback):
+    class ToTracker(hub.ProgressCallback):  # type: ignore[misc]  # an untyped client's base class
         def update(self, size: int) -> None:
             if cancel.is_set():
                 raise Cancelled()

@@ -74,7 +74,7 @@ class Tracker:
     """Thread-safe progress of one pull. `on_change(snapshot)` is called at most every `every_s`
     (and always on a file's start and end) from whichever thread made the change."""
 
-    def __init__(self, files: list[RemoteFile], on_change: Callable[[dict], None] | None = None,
+    def __init__(self, files: list[RemoteFile], on_change: Callable[[dict[str, Any]], None] | None = None,
                  every_s: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
         self.files = {f.path: FileProgress(f.path, f.size) for f in files}
         self.total = sum(f.size or 0 for f in files)

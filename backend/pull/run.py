@@ -19,11 +19,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from backend import paths
 from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker, human_bytes
 from backend.pull.verify import verify
+
+if TYPE_CHECKING:
+    from backend.pull.hf import HfSource
+    from backend.pull.ms import ModelScopeSource
+    from backend.settings import Settings
 
 SOURCES = ("hf", "modelscope")
 # when a repo has safetensors, vLLM loads only those: the other weight formats are not fetched
@@ -53,7 +58,7 @@ def check_repo_id(repo_id: str) -> str | None:
     return None
 
 
-def make_source(name: str, endpoint: str | None = None):
+def make_source(name: str, endpoint: str | None = None) -> HfSource | ModelScopeSource:
     if name == "hf":
         from backend.pull.hf import HfSource  # only when a pull runs: the hub clients are slow to import
 
@@ -105,8 +110,9 @@ def on_disk(listing: Listing, local_dir: Path) -> dict[str, int]:
     from backend.pull.hf import part_path  # only when a pull runs: the hub clients are slow to import
 
     seen = _manifest(local_dir)
-    files = seen.get("files") if isinstance(seen.get("files"), dict) else {}
-    out = {}
+    raw = seen.get("files")
+    files: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    out: dict[str, int] = {}
     for f in listing.files:
         dest = local_dir / f.path
         rec = files.get(f.path) or {}
@@ -126,7 +132,7 @@ def on_disk(listing: Listing, local_dir: Path) -> dict[str, int]:
 
 class Pull:
     def __init__(self, options: PullOptions, source: Any = None,
-                 on_event: Callable[[str, dict], None] | None = None,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None,
                  cancel: threading.Event | None = None,
                  free: Callable[[Path], tuple[Path, int]] = free_bytes) -> None:
         self.options = options
@@ -139,7 +145,7 @@ class Pull:
         self.local_dir = Path(options.local_dir or default_local_dir(options.repo_id)).expanduser().resolve()
         self._manifest_lock = threading.Lock()
 
-    def result(self, started: float, problems: list[str], verified: bool = False, **extra) -> dict[str, Any]:
+    def result(self, started: float, problems: list[str], verified: bool = False, **extra: Any) -> dict[str, Any]:
         snap = self.tracker.snapshot() if self.tracker else {}
         files = [{"path": f["path"], "size": f["size"], "status": f["status"],
                   "fetched": max(f["done"] - f["resumed_from"], 0)} for f in snap.get("files", [])]
@@ -205,7 +211,7 @@ class Pull:
             self.on_event("failed", {"result": out})
             return out
 
-    def _lock_dir(self):
+    def _lock_dir(self) -> IO[str]:
         wd = work_dir(self.local_dir)
         wd.mkdir(parents=True, exist_ok=True)
         fh = open(wd / "lock", "a+")
@@ -254,7 +260,9 @@ class Pull:
         """What was fetched, so that a later run knows a complete file from an old one."""
         with self._manifest_lock:
             data = _manifest(self.local_dir)
-            files = data.get("files") if isinstance(data.get("files"), dict) else {}
+            raw = data.get("files")
+            files: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            assert self.listing is not None  # _download, the only caller, has its listing
             files[f.path] = {"size": f.size, "sha256": f.sha256, "commit": self.listing.commit}
             data.update(repo_id=self.options.repo_id, source=self.options.source, files=files)
             path = work_dir(self.local_dir) / "manifest.json"
@@ -263,7 +271,7 @@ class Pull:
             os.replace(tmp, path)
 
 
-def not_downloaded(settings) -> str | None:
+def not_downloaded(settings: Settings) -> str | None:
     """When server.model is a repo id that neither vLLM's cache nor `qwen-tui pull` has: a one-line
     note for the start (vLLM would download it itself, with no progress the console can show)."""
     import os  # only when a pull runs: the hub clients are slow to import

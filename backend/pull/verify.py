@@ -98,7 +98,7 @@ def verify(folder: Path, listing: Listing | None = None, repo_id: str | None = N
     out = Verification(False, problems, len(shards) or (len(count.files) if count else 0),
                        count.params if count else None)
     out.params_expected, out.params_source, quantized = _expected_params(folder, repo_id)
-    if out.params and out.params_expected and not count.bad_files:
+    if out.params and out.params_expected and count is not None and not count.bad_files:
         off = abs(out.params - out.params_expected) / out.params_expected
         if off > PARAMS_TOLERANCE and not quantized:
             problems.append(f"the headers hold {out.params:,} parameters, the {out.params_source} expects "
