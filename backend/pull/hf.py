@@ -15,7 +15,6 @@ the rest with `Range: bytes=N-` (and starts over itself if the server ignores th
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import threading
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlparse
 
-from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker
+from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker, os_error
 
 LIBRARY = "qwen-tui"
 READ_CHUNK = 1 << 20  # 1 MiB
@@ -183,14 +182,6 @@ class HfSource:
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(part, dest)
         tag.unlink(missing_ok=True)
-
-
-def os_error(e: OSError, path: Path | None) -> PullError:
-    where = f" writing {path}" if path is not None else (f" at {e.filename}" if e.filename else "")
-    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return PullError(f"disk full{where} ({e.strerror}): free some space and run pull again; it continues "
-                         "where it stopped", "disk-full")
-    return PullError(f"{e.strerror or e}{where}", "os")
 
 
 def part_path(local_dir: Path, rel: str) -> Path:

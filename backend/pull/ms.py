@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker
+from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker, os_error
 
 INSTALL = "pip install 'qwen-tui[modelscope]' (or pip install modelscope)"
 
@@ -48,8 +48,6 @@ def explain(e: BaseException, repo_id: str, endpoint: str, revision: str) -> Pul
     if isinstance(e, errors.FileIntegrityError):
         return PullError(f"a file of {repo_id} failed ModelScope's size/sha256 check: {e}", "integrity")
     if isinstance(e, OSError):
-        from backend.pull.hf import os_error  # only when a pull runs: the hub clients are slow to import
-
         return os_error(e, None)
     return PullError(f"ModelScope: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", "error")
 

@@ -9,10 +9,12 @@ missing / that rate.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 RATE_WINDOW_S = 5.0
@@ -186,3 +188,11 @@ def overall_line(snap: dict[str, Any]) -> str:
     rate = f"{human_bytes(snap['rate_bps'])}/s" if snap.get("rate_bps") else "rate ?"
     return (f"[{snap['files_done']}/{snap['files_total']} files] {human_bytes(done)} of {human_bytes(total)} "
             f"({pct:.1f}%), {rate}, ETA {human_seconds(snap.get('eta_s'))}")
+
+
+def os_error(e: OSError, path: Path | None) -> PullError:
+    where = f" writing {path}" if path is not None else (f" at {e.filename}" if e.filename else "")
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return PullError(f"disk full{where} ({e.strerror}): free some space and run pull again; it continues "
+                         "where it stopped", "disk-full")
+    return PullError(f"{e.strerror or e}{where}", "os")

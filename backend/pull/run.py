@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from backend import paths
-from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker, human_bytes
+from backend.pull.progress import Cancelled, Listing, PullError, RemoteFile, Tracker, human_bytes, os_error
 from backend.pull.verify import verify
 
 if TYPE_CHECKING:
@@ -249,9 +249,10 @@ class Pull:
         workers = max(1, min(self.options.workers, len(todo)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pull") as pool:
             list(pool.map(one, todo))
-        real = [e for e in errors if not isinstance(e, Cancelled)]
+        real = [_as_pull_error(e) for e in errors if not isinstance(e, Cancelled)]
         if real:
-            raise real[0] if isinstance(real[0], PullError) else PullError(f"{type(real[0]).__name__}: {real[0]}")
+            # a full disk, wherever it struck (a shard, its .etag, the manifest), is the one to report
+            raise next((e for e in real if e.kind == "disk-full"), real[0])
         if errors or self.cancel.is_set():
             raise Cancelled()
         self.on_event("downloading", tracker.snapshot())
@@ -291,3 +292,12 @@ def not_downloaded(settings: Settings) -> str | None:
         return (f"{model} was pulled into {default_local_dir(model)} but server.model is the repo id: vLLM "
                 "downloads it again (g, then u, uses the folder)")
     return f"{model} is not downloaded: vLLM downloads it during the start with no progress here (g gets it first)"
+
+
+def _as_pull_error(e: BaseException) -> PullError:
+    """What one download thread raised, as the sentence the user sees."""
+    if isinstance(e, PullError):
+        return e
+    if isinstance(e, OSError):  # the manifest or a tag file written on a full disk, not only a shard
+        return os_error(e, None)
+    return PullError(f"{type(e).__name__}: {e}")
