@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 
 import httpx
 import pytest
 
-from tests.helpers.e2e import cli, pilot_waiter, wait_state
+from tests.helpers.e2e import cli, demo_server, pilot_waiter
 
 pytestmark = pytest.mark.e2e
-START_TIMEOUT = 420
 _RUNNING = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 
 
@@ -28,24 +26,9 @@ def running(base: str) -> float:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, vllm_lock):
-    from backend import procs
-
     home = tmp_path_factory.mktemp("convo-e2e-home")
-    old = os.environ.get("QWEN_TUI_HOME")
-    os.environ["QWEN_TUI_HOME"] = str(home)
-    assert not procs.find_vllm_processes(), "vLLM processes are already running on this machine"
-    r = cli("--demo", "serve", "--detach", timeout=60)
-    assert r.returncode == 0, r.stderr
-    st = wait_state({"ready", "failed"}, START_TIMEOUT)
-    assert st["state"] == "ready", st
-    yield st
-    cli("stop", timeout=120)
-    for p in procs.find_vllm_processes():
-        p.kill()
-    if old is None:
-        os.environ.pop("QWEN_TUI_HOME", None)
-    else:
-        os.environ["QWEN_TUI_HOME"] = old
+    with demo_server(home) as st:
+        yield st
 
 
 def _app():

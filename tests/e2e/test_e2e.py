@@ -16,10 +16,9 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers.e2e import cli, pilot_waiter, status, wait_for, wait_state
+from tests.helpers.e2e import START_TIMEOUT, cli, demo_server, pilot_waiter, status, wait_for, wait_state
 
 pytestmark = pytest.mark.e2e
-START_TIMEOUT = 420
 
 
 def vllm_processes() -> list[psutil.Process]:
@@ -31,21 +30,8 @@ def vllm_processes() -> list[psutil.Process]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, vllm_lock):
     home = tmp_path_factory.mktemp("e2e-home")
-    old = os.environ.get("QWEN_TUI_HOME")
-    os.environ["QWEN_TUI_HOME"] = str(home)
-    assert not vllm_processes(), "vLLM processes are already running on this machine"
-    r = cli("--demo", "serve", "--detach", timeout=60)
-    assert r.returncode == 0, r.stderr
-    st = wait_state({"ready", "failed"}, START_TIMEOUT)
-    assert st["state"] == "ready", st
-    yield st
-    cli("stop", timeout=120)
-    for p in vllm_processes():  # never leave a server behind, even when a test failed
-        p.kill()
-    if old is None:
-        os.environ.pop("QWEN_TUI_HOME", None)
-    else:
-        os.environ["QWEN_TUI_HOME"] = old
+    with demo_server(home) as st:
+        yield st
 
 
 def test_ready_serves_models_and_streams_a_chat(server):

@@ -5,29 +5,20 @@ countdown to SIGKILL; the phase after the stop is "stopped"."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
-from tests.helpers.e2e import pilot_waiter
+from tests.helpers.e2e import START_TIMEOUT, cli, pilot_waiter, qwen_home
 
 pytestmark = pytest.mark.e2e
-START_TIMEOUT = 420
 
 
 @pytest.fixture
 def demo_home(tmp_path, vllm_lock):
-    old = os.environ.get("QWEN_TUI_HOME")
-    os.environ["QWEN_TUI_HOME"] = str(tmp_path / "home")
-    yield tmp_path / "home"
-    from tests.helpers.e2e import cli
-
-    cli("stop", timeout=120)
-    if old is None:
-        os.environ.pop("QWEN_TUI_HOME", None)
-    else:
-        os.environ["QWEN_TUI_HOME"] = old
+    with qwen_home(tmp_path / "home") as home:
+        yield home
+        cli("stop", timeout=120)
 
 
 async def test_stop_and_start_again_from_the_console(demo_home):

@@ -12,10 +12,9 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers.e2e import cli, pilot_waiter, wait_state
+from tests.helpers.e2e import START_TIMEOUT, cli, pilot_waiter, qwen_home, wait_state
 
 pytestmark = pytest.mark.e2e
-START_TIMEOUT = 420
 
 
 @pytest.fixture(scope="module")
@@ -23,34 +22,29 @@ def keyed(tmp_path_factory, vllm_lock):
     from backend import procs
 
     home = tmp_path_factory.mktemp("e2e-key-home")
-    old = os.environ.get("QWEN_TUI_HOME")
-    os.environ["QWEN_TUI_HOME"] = str(home)
-    from backend import owners
+    with qwen_home(home):
+        from backend import owners
 
-    assert not owners.start_blockers("127.0.0.1", 8011), "port 8011 is taken"
-    keyfile = home / "api_key"
-    outputs = []
-    r = cli("gen-key", "--file", str(keyfile))
-    outputs.append(r.stdout + r.stderr)
-    key = keyfile.read_text().strip()
-    opts = ["--demo", "--set", f"server.api_key_file={keyfile}"]
-    r = cli(*opts, "serve", "--detach", timeout=60)
-    outputs.append(r.stdout + r.stderr)
-    assert r.returncode == 0, r.stderr
-    st = wait_state({"ready", "failed"}, START_TIMEOUT)
-    assert st["state"] == "ready", st
-    pgid = os.getpgid(st["pid"])
-    yield {"key": key, "opts": opts, "home": home, "status": st, "outputs": outputs}
-    cli("stop", timeout=120)
-    for pid in procs.group_members(pgid):  # never leave this test's server behind
-        try:
-            os.kill(pid, 9)
-        except OSError:
-            pass
-    if old is None:
-        os.environ.pop("QWEN_TUI_HOME", None)
-    else:
-        os.environ["QWEN_TUI_HOME"] = old
+        assert not owners.start_blockers("127.0.0.1", 8011), "port 8011 is taken"
+        keyfile = home / "api_key"
+        outputs = []
+        r = cli("gen-key", "--file", str(keyfile))
+        outputs.append(r.stdout + r.stderr)
+        key = keyfile.read_text().strip()
+        opts = ["--demo", "--set", f"server.api_key_file={keyfile}"]
+        r = cli(*opts, "serve", "--detach", timeout=60)
+        outputs.append(r.stdout + r.stderr)
+        assert r.returncode == 0, r.stderr
+        st = wait_state({"ready", "failed"}, START_TIMEOUT)
+        assert st["state"] == "ready", st
+        pgid = os.getpgid(st["pid"])
+        yield {"key": key, "opts": opts, "home": home, "status": st, "outputs": outputs}
+        cli("stop", timeout=120)
+        for pid in procs.group_members(pgid):  # never leave this test's server behind
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
 
 
 def test_the_v1_api_wants_the_key(keyed):

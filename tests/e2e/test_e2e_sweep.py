@@ -7,32 +7,16 @@ import os
 
 import pytest
 
-from tests.helpers.e2e import cli, wait_state
+from tests.helpers.e2e import cli, demo_server
 
 pytestmark = pytest.mark.e2e
-START_TIMEOUT = 420
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, vllm_lock):
-    from backend import procs
-
     home = tmp_path_factory.mktemp("e2e-sweep-home")
-    old = os.environ.get("QWEN_TUI_HOME")
-    os.environ["QWEN_TUI_HOME"] = str(home)
-    assert not procs.find_vllm_processes(), "vLLM processes are already running on this machine"
-    r = cli("--demo", "serve", "--detach", timeout=60)
-    assert r.returncode == 0, r.stderr
-    st = wait_state({"ready", "failed"}, START_TIMEOUT)
-    assert st["state"] == "ready", st
-    yield home
-    cli("stop", timeout=120)
-    for p in procs.find_vllm_processes():
-        p.kill()
-    if old is None:
-        os.environ.pop("QWEN_TUI_HOME", None)
-    else:
-        os.environ["QWEN_TUI_HOME"] = old
+    with demo_server(home):
+        yield home
 
 
 def test_sweep_one_row_per_level_with_the_fields(server):

@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 420  # a real vLLM CPU server: ~45 s alone, minutes on a busy machine
 
 
 def cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -53,3 +56,39 @@ def pilot_waiter(pilot, default_timeout: float):
         return False
 
     return until
+
+
+@contextmanager
+def qwen_home(home: Path) -> Iterator[Path]:
+    """QWEN_TUI_HOME=home for the CLI subprocesses and the in-process console; the old value (or
+    none) is put back on the way out."""
+    old = os.environ.get("QWEN_TUI_HOME")
+    os.environ["QWEN_TUI_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if old is None:
+            os.environ.pop("QWEN_TUI_HOME", None)
+        else:
+            os.environ["QWEN_TUI_HOME"] = old
+
+
+@contextmanager
+def demo_server(home: Path, timeout: float = START_TIMEOUT) -> Iterator[dict]:
+    """The real vLLM CPU demo server under `home` (`--demo serve --detach`), READY; yields its
+    `status --json`. On the way out: `stop`, then kill any vLLM process left (even when a test
+    failed). Hold the `vllm_lock` fixture around it: it refuses to start beside a running vLLM."""
+    from backend import procs
+
+    with qwen_home(home):
+        assert not procs.find_vllm_processes(), "vLLM processes are already running on this machine"
+        try:
+            r = cli("--demo", "serve", "--detach", timeout=60)
+            assert r.returncode == 0, r.stderr
+            st = wait_state({"ready", "failed"}, timeout)
+            assert st["state"] == "ready", st
+            yield st
+        finally:
+            cli("stop", timeout=120)
+            for p in procs.find_vllm_processes():
+                p.kill()
