@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests.helpers import ROOT as ROOT_PATH
+from tests.helpers.terminal import console_in_pty
 
 ROOT = str(ROOT_PATH)
 
@@ -73,34 +74,7 @@ def supervisor(home):
 
 
 def _console(home):
-    import fcntl
-    import pty
-    import struct
-    import termios
-    import threading
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # 24 x 80
-    proc = subprocess.Popen([sys.executable, "-m", "tui.entry", "--config", os.path.join(ROOT, "config.toml")],
-                            cwd=ROOT, stdin=slave, stdout=slave, stderr=slave, env=_env(home),
-                            start_new_session=True,  # then the pty becomes its controlling terminal,
-                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # as in a real one
-    os.close(slave)
-    proc.master = master
-    proc.screen = bytearray()
-
-    def drain():
-        try:
-            while True:
-                chunk = os.read(master, 65536)
-                if not chunk:
-                    return
-                proc.screen.extend(chunk)
-        except OSError:
-            pass
-
-    threading.Thread(target=drain, daemon=True).start()
-    return proc
+    return console_in_pty(["--config", os.path.join(ROOT, "config.toml")], _env(home), (24, 80), controlling=True)
 
 
 def _wait(pred, timeout: float) -> bool:

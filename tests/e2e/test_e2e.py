@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from tests.helpers.e2e import START_TIMEOUT, cli, demo_server, pilot_waiter, status, wait_for, wait_state
+from tests.helpers.terminal import console_in_pty
 
 pytestmark = pytest.mark.e2e
 
@@ -173,39 +174,9 @@ async def test_console_load_test_against_the_real_server(server):
         app.exit()
 
 
-def _console_in_a_pty() -> "subprocess.Popen":
-    """A real `qwen-tui --demo` console on a pseudo-terminal, as over SSH."""
-    import fcntl
-    import pty
-    import struct
-    import subprocess
-    import sys
-    import termios
-    import threading
-
-    from tests.helpers.e2e import ROOT
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))  # 40 x 140
-    env = dict(os.environ, TERM="xterm-256color")
-    proc = subprocess.Popen([sys.executable, "-m", "tui.entry", "--demo"], cwd=ROOT, stdin=slave,
-                            stdout=slave, stderr=slave, env=env, start_new_session=True)
-    os.close(slave)
-    proc.master = master  # keep it open: a closed pty is itself a hang-up
-    proc.screen = bytearray()  # everything the console drew
-
-    def drain():
-        try:
-            while True:
-                chunk = os.read(master, 65536)
-                if not chunk:
-                    return
-                proc.screen.extend(chunk)
-        except OSError:
-            pass
-
-    threading.Thread(target=drain, daemon=True).start()
-    return proc
+def _console_in_a_pty() -> subprocess.Popen:
+    """A real `qwen-tui --demo` console on a pseudo-terminal of 40 x 140, as over SSH."""
+    return console_in_pty(["--demo"], dict(os.environ, TERM="xterm-256color"), (40, 140))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL], ids=["ssh-drop-SIGHUP", "kill-9"])
