@@ -473,36 +473,55 @@ def _progress_printer(stream: Any) -> ProgressFn:
     return show
 
 
-def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err: Any = None) -> int:
-    """`qwen-tui bench`: 0 all completed, 1 any failed or no server, 2 bad arguments."""
-    import json  # the CLI entry only: the console's bench screen does not need them
-    import sys
-
-    from backend import supervisor_client  # the CLI entry only: the console's bench screen does not need them
+def cli_inputs(settings: Any, cfg: Any, err: Any) -> tuple[Any, dict[str, Any] | None] | None:
+    """What `bench` and `bench --sweep` read before a run: cfg checked (None after a one-line message
+    on err when it is off: the caller exits 2), then (the server's status, the ledger's plan) for the
+    prediction. The state file is a hint, never a reason to fail: its status is None when unreadable."""
+    from backend import supervisor_client  # the CLI entry only: the console's screens do not need them
     from backend.ledger import plan_for_console
 
-    out, err = out or sys.stdout, err or sys.stderr
     try:
         cfg.check()
     except BenchInputError as e:
         err.write(f"qwen-tui: {e}\n")
-        return 2
+        return None
     try:
         status = supervisor_client.status()
-    except Exception:  # the state file is a hint for the prediction, never a reason to fail
+    except Exception:
         status = None
     plan, _ = plan_for_console(settings)
+    return status, plan
+
+
+def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err: Any = None) -> int:
+    """`qwen-tui bench`: 0 all completed, 1 any failed or no server, 2 bad arguments."""
+    import sys  # the CLI entry only: the console's bench screen does not need it
+
+    out, err = out or sys.stdout, err or sys.stderr
+    inputs = cli_inputs(settings, cfg, err)
+    if inputs is None:
+        return 2
+    status, plan = inputs
     try:
         rep = asyncio.run(run_bench(settings, cfg, None if as_json else _progress_printer(err),
                                     status=status, plan=plan))
     except BenchInputError as e:
         err.write(f"qwen-tui: {e}\n")
         return 2
+    return write_report(rep, cfg, as_json, out, err)
+
+
+def write_report(rep: dict[str, Any], cfg: BenchConfig, as_json: bool, out: Any, err: Any,
+                 lines: Callable[[dict[str, Any]], list[str]] = summary_lines) -> int:
+    """A `bench` run's report for the CLI (the JSON object, its error with the fix, or `lines(rep)`);
+    the exit status: 0 when every request completed, else 1."""
+    import json  # the CLI entry only: the console's bench screen does not need it
+
     if as_json:
         out.write(json.dumps(rep, indent=2) + "\n")
     elif rep.get("error"):
         err.write(f"qwen-tui: {rep['error']}\n  fix: {rep.get('fix') or 'see the server log'}\n")
     else:
-        out.write("\n".join(summary_lines(rep)) + "\n")
+        out.write("\n".join(lines(rep)) + "\n")
     ok = not rep.get("error") and rep["failed"] == 0 and rep["completed"] == cfg.requests
     return 0 if ok else 1

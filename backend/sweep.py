@@ -27,7 +27,7 @@ import httpx
 
 from backend import metrics, paths
 from backend.httpclient import async_client
-from backend.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, predict, run_bench
+from backend.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, cli_inputs, predict, run_bench
 
 SAMPLE_S = 0.25
 MAX_LEVEL = 4096
@@ -344,22 +344,13 @@ def table_lines(result: dict[str, Any]) -> list[str]:
 def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None = None,
             out: Any = None, err: Any = None, save_dir: Path | None = None) -> int:
     """`qwen-tui bench --sweep`: 0 every request of every level completed, 1 otherwise, 2 bad input."""
-    import sys  # the CLI entry only: the console's sweep dialog does not need them
-
-    from backend import supervisor_client as client  # the CLI entry only: the console's sweep dialog does not need them
-    from backend.ledger import plan_for_console
+    import sys  # the CLI entry only: the console's sweep dialog does not need it
 
     out, err = out or sys.stdout, err or sys.stderr
-    try:
-        cfg.check()
-    except BenchInputError as e:
-        err.write(f"qwen-tui: {e}\n")
+    inputs = cli_inputs(settings, cfg, err)
+    if inputs is None:
         return 2
-    try:
-        status = client.status()
-    except Exception:  # a hint for the prediction only
-        status = None
-    plan, _ = plan_for_console(settings)
+    status, plan = inputs
 
     def show(ev: Any) -> None:
         if as_json:

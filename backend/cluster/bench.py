@@ -6,7 +6,6 @@ each box's share of the requests: the delta of `vllm:request_success_total` on e
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from typing import Any
 
@@ -14,7 +13,7 @@ from backend.cluster import ops
 from backend.cluster.config import check_url, load_cluster
 from backend.errors import ConfigError
 from backend.httpclient import sync_client
-from backend.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, summary_lines
+from backend.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, summary_lines, write_report
 
 
 def served_model(url: str, wanted: str, api_key: str | None) -> tuple[str, str | None]:
@@ -66,11 +65,4 @@ def run_url(settings: Any, cfg: BenchConfig, url: str, as_json: bool, out: Any =
     except (BenchInputError, ConfigError) as e:
         err.write(f"qwen-tui: {e}\n")
         return 2
-    if as_json:
-        out.write(json.dumps(rep, indent=2) + "\n")
-    elif rep.get("error"):
-        err.write(f"qwen-tui: {rep['error']}\n  fix: {rep.get('fix') or 'see the server log'}\n")
-    else:
-        out.write("\n".join(summary_lines(rep) + per_box_lines(rep)) + "\n")
-    ok = not rep.get("error") and rep["failed"] == 0 and rep["completed"] == cfg.requests
-    return 0 if ok else 1
+    return write_report(rep, cfg, as_json, out, err, lambda r: summary_lines(r) + per_box_lines(r))
