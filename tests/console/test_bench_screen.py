@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from backend.supervisor_client import Poll
-from tests.helpers.console import app_with, closed_port, wait_until
-from tui.screens.bench import BenchScreen
+from tests.helpers.console import app_with, bench_dialog_on_a_closed_port, wait_until
 from tui.screens.main import MainScreen
 
 
@@ -17,13 +16,7 @@ async def test_b_needs_a_ready_server(qhome):
 
 
 async def test_a_server_that_does_not_answer_is_explained_and_plus_doubles(qhome):
-    port = closed_port()
-    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "m"}
-    app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
-    async with app.run_test(size=(150, 45)) as pilot:
-        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
-        await pilot.press("b")
-        assert await wait_until(pilot, lambda: isinstance(app.screen, BenchScreen))
+    async with bench_dialog_on_a_closed_port(qhome) as (app, pilot):
         screen = app.screen
         results = lambda: str(screen.query_one("#results").render())  # noqa: E731
         assert await wait_until(pilot, lambda: "cannot connect" in results())

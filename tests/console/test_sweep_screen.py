@@ -10,9 +10,8 @@ from textual.widgets import DataTable
 
 from backend import sweep
 from backend.supervisor_client import Poll
-from tests.helpers.console import app_with, closed_port, wait_until
+from tests.helpers.console import app_with, bench_dialog_on_a_closed_port, wait_until
 from tests.helpers.sweep import FakeScheduler
-from tui.screens.bench import BenchScreen
 from tui.screens.sweep import SweepScreen
 
 
@@ -48,13 +47,7 @@ async def test_sweep_shows_levels_table_plots_and_the_previous_sweep(qhome):
 
 
 async def test_w_in_the_bench_dialog_opens_the_sweep(qhome):
-    port = closed_port()
-    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "m"}
-    app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
-    async with app.run_test(size=(150, 45)) as pilot:
-        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
-        await pilot.press("b")
-        assert await wait_until(pilot, lambda: isinstance(app.screen, BenchScreen))
+    async with bench_dialog_on_a_closed_port(qhome) as (app, pilot):
         await pilot.press("w")
         assert await wait_until(pilot, lambda: isinstance(app.screen, SweepScreen))
         screen = app.screen

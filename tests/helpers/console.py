@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from contextlib import asynccontextmanager
 
 from backend.settings import load
 from backend.supervisor_client import Poll
@@ -85,10 +86,25 @@ async def wait_until(pilot, pred, tries=50):
     return False
 
 
-
 def closed_port() -> int:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+@asynccontextmanager
+async def bench_dialog_on_a_closed_port(qhome, size=(150, 45)):
+    """(app, pilot): a console beside a READY server whose port nothing listens on, its load-test
+    dialog (b) open."""
+    from tui.screens.bench import BenchScreen
+
+    port = closed_port()
+    state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "m"}
+    app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
+    async with app.run_test(size=size) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+        await pilot.press("b")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, BenchScreen))
+        yield app, pilot
