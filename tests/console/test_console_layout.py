@@ -50,6 +50,23 @@ async def test_no_number_is_cut_in_the_side_panels(qhome, size):
         assert "8011" in figures.replace("\n", "").replace("│", "").replace(" ", ""), figures
 
 
+async def test_every_ledger_label_keeps_to_one_line_in_a_40_column_panel(qhome):
+    """100x24: the side column at its narrowest, with a scrollbar: 40 columns inside the panel."""
+    app, _ = app_with([Poll(state=READY, parsed=BIG)], qhome)
+    async with app.run_test(size=(100, 24)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.plan is not None, tries=200)
+        ledger = app.screen.query_one(LedgerPanel)
+        assert await wait_until(pilot, lambda: "3,219,264" in ledger.last_cells)
+        app.screen.query_one("#side").scroll_to_widget(ledger, top=True, animate=False)
+        await pilot.pause(0.3)
+        assert ledger.content_region.width <= 40, ledger.content_region
+        lines = region_text(app, ledger)
+        for label in ("wt GiB/GPU", "KV GiB/GPU", "KV tokens", "max conc.", "KV B/token", "decode tok/s"):
+            row = next((ln for ln in lines if label in ln), None)
+            assert row is not None, f"{label!r} wraps:\n" + "\n".join(lines)
+            assert any(ch.isdigit() or ch == "—" for ch in row.split(label)[1]), row  # its figures beside it
+
+
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 async def test_the_footer_shows_what_fits_and_always_the_help_key(qhome, size):
     app, _ = app_with([Poll(state={"state": "stopped"})], qhome)

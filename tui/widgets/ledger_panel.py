@@ -20,8 +20,9 @@ def _fmt(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
-# the ledger's row names, shortened so that a 40-column side panel keeps every number whole
-SHORT = {"weights GiB per GPU": "weights GiB/GPU", "KV cache GiB per GPU": "KV GiB/GPU",
+# the ledger's row names, shortened so that a 40-column side panel (46 wide, less its border, padding
+# and the side column's scrollbar) keeps every number whole and every label on one line: 13 characters
+SHORT = {"weights GiB per GPU": "wt GiB/GPU", "KV cache GiB per GPU": "KV GiB/GPU",
          "KV cache tokens": "KV tokens", "max concurrency": "max conc."}
 
 
