@@ -120,28 +120,20 @@ async def test_dialogs_keep_their_size_whatever_was_opened_before(qhome):
         assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
         regions = []
 
-        async def settings_region():
-            await pilot.press("e")
-            assert await wait_until(pilot, lambda: isinstance(app.screen, SettingsScreen))
+        async def open_and_close(key, screen_type):
+            """key opens screen_type; esc goes back to the main screen."""
+            await pilot.press(key)
+            assert await wait_until(pilot, lambda: isinstance(app.screen, screen_type))
             await pilot.pause(0.2)
-            regions.append(app.screen.query_one("#dialog").region)
+            if screen_type is SettingsScreen:
+                regions.append(app.screen.query_one("#dialog").region)
             await pilot.press("escape")
             assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
 
-        await settings_region()
-        await pilot.press("d")
-        assert await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen))
-        await pilot.pause(0.2)
-        await pilot.press("escape")
-        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
-        await settings_region()
-        await pilot.press("q")
-        assert await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
-        await pilot.pause(0.2)
-        await pilot.press("escape")
-        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
-        await settings_region()
-        assert len(set(regions)) == 1, regions
+        for key, screen_type in [("e", SettingsScreen), ("d", DoctorScreen), ("e", SettingsScreen),
+                                 ("q", QuitScreen), ("e", SettingsScreen)]:
+            await open_and_close(key, screen_type)
+        assert len(regions) == 3 and len(set(regions)) == 1, regions
 
 
 def test_every_screen_stylesheet_is_nested_under_its_screen():
