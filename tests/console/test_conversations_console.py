@@ -7,6 +7,7 @@ stream closed); copy says which path it took. The real server's side is in the e
 from __future__ import annotations
 
 import json
+from contextlib import asynccontextmanager
 
 from textual.widgets import DataTable, Input, Static
 
@@ -33,6 +34,21 @@ async def _ready(pilot, app):
     assert await wait_until(pilot, lambda: pane.endpoint is not None)
     await pilot.press("c")
     return pane
+
+
+@asynccontextmanager
+async def _reply_streaming(qhome, seen):
+    """(server, pilot, chat pane) with a reply from the fault server's slow script streaming: `seen`
+    (word0, word1, …) already on the screen."""
+    with FaultServer() as srv:
+        srv.script = ["slow"]
+        app = _app(srv, qhome)
+        async with app.run_test(size=(150, 45)) as pilot:
+            pane = await _ready(pilot, app)
+            await pilot.press(*"long one", "enter")
+            assert await wait_until(pilot, lambda: pane.query(ReplyView) and
+                                    seen in pane.query(ReplyView).last().source, tries=100)
+            yield srv, pilot, pane
 
 
 async def _say(pilot, pane, text, replies):
@@ -170,22 +186,15 @@ async def test_a_message_that_would_not_fit_is_not_sent(qhome):
 
 
 async def test_esc_cuts_the_reply_keeps_it_marked_and_closes_the_stream(qhome):
-    with FaultServer() as srv:
-        srv.script = ["slow"]
-        app = _app(srv, qhome)
-        async with app.run_test(size=(150, 45)) as pilot:
-            pane = await _ready(pilot, app)
-            await pilot.press(*"long one", "enter")
-            assert await wait_until(pilot, lambda: pane.query(ReplyView) and
-                                    "word5" in pane.query(ReplyView).last().source, tries=100)
-            await pilot.press("escape")
-            assert await wait_until(pilot, lambda: not pane.streaming)
-            assert await wait_until(pilot, lambda: srv.httpd.disconnects, tries=40)  # the server saw it go
-            reply = pane.conversation.replies()[0]
-            assert reply["cut"] is True and reply["content"].startswith("word0 word1")
-            assert any("cut by esc" in t for t in _texts(pane, "figures"))
-            assert pane.query_one("#chat-input", Input).has_focus
-        assert Store().load(pane.conversation.id).replies()[0]["cut"] is True
+    async with _reply_streaming(qhome, "word5") as (srv, pilot, pane):
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: not pane.streaming)
+        assert await wait_until(pilot, lambda: srv.httpd.disconnects, tries=40)  # the server saw it go
+        reply = pane.conversation.replies()[0]
+        assert reply["cut"] is True and reply["content"].startswith("word0 word1")
+        assert any("cut by esc" in t for t in _texts(pane, "figures"))
+        assert pane.query_one("#chat-input", Input).has_focus
+    assert Store().load(pane.conversation.id).replies()[0]["cut"] is True
 
 
 async def test_copy_a_code_block_from_the_transcript_says_which_path(qhome, monkeypatch):
@@ -246,18 +255,11 @@ async def test_the_palette_has_the_chat_commands(qhome):
 
 
 async def test_ctrl_n_during_a_reply_cuts_it_into_the_old_conversation(qhome):
-    with FaultServer() as srv:
-        srv.script = ["slow"]
-        app = _app(srv, qhome)
-        async with app.run_test(size=(150, 45)) as pilot:
-            pane = await _ready(pilot, app)
-            await pilot.press(*"long one", "enter")
-            assert await wait_until(pilot, lambda: pane.query(ReplyView) and
-                                    "word3" in pane.query(ReplyView).last().source, tries=100)
-            old = pane.conversation
-            await pilot.press("ctrl+n")
-            assert await wait_until(pilot, lambda: pane.conversation is not old and not pane.streaming)
-            await pilot.pause(0.2)
-            shown = _texts(pane, "figures")
-            assert not pane.query(ReplyView) and not any("cut" in t for t in shown), shown
-        assert Store().load(old.id).replies()[0]["cut"] is True
+    async with _reply_streaming(qhome, "word3") as (srv, pilot, pane):
+        old = pane.conversation
+        await pilot.press("ctrl+n")
+        assert await wait_until(pilot, lambda: pane.conversation is not old and not pane.streaming)
+        await pilot.pause(0.2)
+        shown = _texts(pane, "figures")
+        assert not pane.query(ReplyView) and not any("cut" in t for t in shown), shown
+    assert Store().load(old.id).replies()[0]["cut"] is True
