@@ -74,19 +74,20 @@ async def test_bad_confirm_value_is_refused_by_the_schema(qhome):
         load(overrides=["console.confirm=sometimes"])
 
 
-def _palette_quit(app):
-    return next(c for c in app.get_system_commands(app.screen) if c.title == "Quit").callback
+async def _quit_by(pilot, app, way):
+    """Once the server is READY: quit by a key, or by the palette's Quit."""
+    assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+    if way == "palette":
+        await next(c for c in app.get_system_commands(app.screen) if c.title == "Quit").callback()
+    else:
+        await pilot.press(way)
 
 
 @pytest.mark.parametrize("way", ["q", "ctrl+q", "ctrl+c", "palette"])
 async def test_every_way_out_asks_when_the_server_runs(qhome, way):
     app, client = app_with([Poll(state=READY, parsed=PARSED)], qhome)
     async with app.run_test(size=(120, 36)) as pilot:
-        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
-        if way == "palette":
-            await _palette_quit(app)()
-        else:
-            await pilot.press(way)
+        await _quit_by(pilot, app, way)
         assert await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen)), way
         await pilot.press("k")
         assert await wait_until(pilot, lambda: app.quit_choice == "keep")
@@ -97,11 +98,7 @@ async def test_every_way_out_asks_when_the_server_runs(qhome, way):
 async def test_every_way_out_follows_on_exit_stop(qhome, way):
     app, client = app_with([Poll(state=READY, parsed=PARSED)], qhome, "console.on_exit=stop")
     async with app.run_test(size=(120, 36)) as pilot:
-        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
-        if way == "palette":
-            await _palette_quit(app)()
-        else:
-            await pilot.press(way)
+        await _quit_by(pilot, app, way)
         assert await wait_until(pilot, lambda: "stop" in client.actions), way
     assert app.quit_choice == "stop"
 

@@ -21,6 +21,15 @@ def _scan_of(tree, *roles):
     return orphans.OrphanScan([p for p in found.processes if p.pid in pids], None, "test")
 
 
+def _beside_orphans(spawn, qhome, *roles):
+    """(tree, app, client): a vLLM-like process tree, and a stopped console whose start finds the
+    tree's processes of these roles left over."""
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    app, client = app_with([STOPPED], qhome)
+    client.orphan_scan = _scan_of(tree, *roles)
+    return tree, app, client
+
+
 async def _open(pilot, app):
     await pilot.press("s")
     assert await wait_until(pilot, lambda: isinstance(app.screen, OrphanScreen))
@@ -35,10 +44,8 @@ async def _highlight(pilot, screen, pid):
 
 
 async def test_k_kills_only_the_highlighted_pid_then_start_when_none_is_left(spawn, qhome):
-    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    tree, app, client = _beside_orphans(spawn, qhome, "tp0", "tp1")
     p = tree.pids
-    app, client = app_with([STOPPED], qhome)
-    client.orphan_scan = _scan_of(tree, "tp0", "tp1")
     async with app.run_test(size=(150, 45)) as pilot:
         screen = await _open(pilot, app)
         table = screen.query_one(DataTable)
@@ -57,9 +64,7 @@ async def test_k_kills_only_the_highlighted_pid_then_start_when_none_is_left(spa
 
 
 async def test_f_starts_beside_them_and_esc_cancels(spawn, qhome):
-    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
-    app, client = app_with([STOPPED], qhome)
-    client.orphan_scan = _scan_of(tree, "engine")
+    tree, app, client = _beside_orphans(spawn, qhome, "engine")
     async with app.run_test(size=(150, 45)) as pilot:
         await _open(pilot, app)
         await pilot.press("escape")
@@ -73,10 +78,8 @@ async def test_f_starts_beside_them_and_esc_cancels(spawn, qhome):
 
 
 async def test_a_pid_that_is_gone_is_reported_not_retried(spawn, qhome):
-    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    tree, app, client = _beside_orphans(spawn, qhome, "tp0", "tp1")
     p = tree.pids
-    app, client = app_with([STOPPED], qhome)
-    client.orphan_scan = _scan_of(tree, "tp0", "tp1")
     async with app.run_test(size=(150, 45)) as pilot:
         screen = await _open(pilot, app)
         import os
