@@ -1,24 +1,12 @@
-"""backend.setting_rows: rows for the settings screen, TOML text, where saves go, and the save itself."""
+"""backend.setting_rows: rows for the settings screen, TOML text, where saves go, and the save itself.
+The `cfg` fixture (the repo's config.toml in an empty working directory) is tests/helpers/settings_screen.py's."""
 
 from __future__ import annotations
-
-import shutil
 
 import pytest
 
 from backend import setting_rows as sr
 from backend.settings import SCHEMA, ConfigError, load
-
-
-@pytest.fixture
-def cfg(tmp_path, qhome, monkeypatch, repo_config):
-    """The repo's config.toml copied into an empty working directory."""
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    path = work / "config.toml"
-    shutil.copy(repo_config, path)
-    return path
 
 
 @pytest.fixture
