@@ -194,6 +194,15 @@ def stop(timeout: float | None = None) -> tuple[bool, str]:
     return False, f"the supervisor (pid {pid}) did not exit within {limit:.0f} s"
 
 
+# LogParser().snapshot(): what a poll says before any log (tests/unit/test_startup_imports.py keeps it equal)
+EMPTY_SNAPSHOT: dict[str, Any] = {
+    "vllm_version": None, "engine": None, "ready": False, "phase": "starting", "weights_gib": None,
+    "weights_seconds": None, "kv_cache_gib": None, "kv_cache_tokens": None, "gpu_blocks": None,
+    "max_concurrency": None, "max_concurrency_tokens": None, "cuda_graph_seconds": None,
+    "init_engine_seconds": None, "listen_url": None, "failure": None,
+}
+
+
 class LogFollower:
     """Follows the current server log across restarts, feeding a parser for figures and milestones."""
 
@@ -216,6 +225,18 @@ class LogFollower:
     @parser.setter
     def parser(self, value: LogParser | None) -> None:
         self._parser = value
+
+    def snapshot(self) -> dict[str, Any]:
+        """The parser's figures; with no log followed and none parsed, an empty parser's, without
+        its imports (~40-60 ms in the poll's thread, which the console's first frame waited on)."""
+        if self._parser is None and self._f is None:
+            return dict(EMPTY_SNAPSHOT)
+        return self.parser.snapshot()
+
+    def phase_durations(self) -> list[tuple[str, float | None, float | None]]:
+        if self._parser is None and self._f is None:
+            return []
+        return self.parser.phase_durations()
 
     def close(self) -> None:
         if self._f:
@@ -257,13 +278,13 @@ class ServerClient:
     def poll(self) -> Poll:
         st = status()
         lines, new_log = self.follower.poll(st.log_path)
-        parsed = self.follower.parser.snapshot()
+        parsed = self.follower.snapshot()
         if st.state is ServerState.STOPPED:
             # status() says "failed" when the last run failed; "stopped" is a clean stop (or none
             # yet): not what the shutdown lines of the old log look like, nor the parser's
             # initial "starting"
             parsed = dict(parsed, phase="stopped", failure=None)
-        timeline = self.follower.parser.phase_durations()
+        timeline = self.follower.phase_durations()
         if st.state is ServerState.STOPPED:  # nothing is under way: no open phase, no "failed" of a stop
             timeline = [t for t in timeline if t[2] is not None and t[0] != "failed"]
         return Poll(state=st, lines=lines, new_log=new_log, parsed=parsed,

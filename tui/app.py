@@ -47,6 +47,7 @@ class QwenApp(App):
         self.main_screen: MainScreen | None = None
         self._quitting = False
         self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
+        self._theme_problems = register_themes(self, settings.console["theme"], notify=False)
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -57,7 +58,8 @@ class QwenApp(App):
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
         daemon_threads.install(loop)  # a blocking call still running never holds the process at exit
-        register_themes(self, self.settings.console["theme"])
+        for problem in self._theme_problems:
+            self.notify(problem, severity="warning")
         self.main_screen = MainScreen()
         self.push_screen(self.main_screen)
         if self.freeze_gc:

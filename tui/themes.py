@@ -24,8 +24,9 @@ def load_theme_file(path: Path) -> Theme:
     return Theme(name=fields.pop("name", path.stem), variables=data.get("variables", {}), **fields)
 
 
-def register_themes(app: App, chosen: str) -> list[str]:
-    """Register every theme file; a broken one is reported and skipped. Returns the problems."""
+def register_themes(app: App, chosen: str, notify: bool = True) -> list[str]:
+    """Register every theme file; a broken one is reported and skipped. Returns the problems.
+    notify=False: the caller says them (an app not running yet cannot)."""
     problems = []
     for folder in (REPO_THEMES, paths.config_dir() / "themes"):
         for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
@@ -37,6 +38,6 @@ def register_themes(app: App, chosen: str) -> list[str]:
         app.theme = chosen
     else:
         problems.append(f"theme {chosen!r} not found; using {app.theme}")
-    for p in problems:
+    for p in problems if notify else []:
         app.notify(p, severity="warning")
     return problems

@@ -215,3 +215,16 @@ async def test_panel_colours_follow_the_theme(qhome, theme, success):
         rgb = "rgb({},{},{})".format(*(int(success[i:i + 2], 16) for i in (1, 3, 5)))
         spans = [str(s.style) for s in bar.render().spans]
         assert any(rgb in s for s in spans), spans  # ● READY in the theme's success colour
+
+
+async def test_an_unknown_theme_is_said_once_the_console_runs(qhome):
+    """The themes are registered before the app runs (one CSS pass less before the first frame);
+    what went wrong there is still said, as a warning, once it runs."""
+    app, _ = app_with([Poll(state=READY, parsed=PARSED)], qhome, "console.theme=no-such-theme")
+    notes: list[tuple[str, str]] = []
+    real = app.notify
+    app.notify = lambda msg, **kw: (notes.append((msg, kw.get("severity"))), real(msg, **kw))  # type: ignore
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert await wait_until(pilot, lambda: notes)
+        assert notes[0] == ("theme 'no-such-theme' not found; using textual-dark", "warning")
+        assert app.theme == "textual-dark"

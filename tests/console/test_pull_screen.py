@@ -137,3 +137,33 @@ async def test_doctor_offers_g_for_a_repo_id_not_downloaded(tmp_path, qhome, mon
         await pilot.press("g")
         assert await wait_until(pilot, lambda: isinstance(app.screen, PullScreen))
         assert app.screen.query_one("#repo", Input).value == REPO
+
+
+async def test_a_running_pull_is_said_at_start(qhome, tmp_path):
+    """The pull check runs after the console's first frame (its imports are kept off the start):
+    it still runs, and says so once."""
+    from backend import statefile
+    from backend.pull import state as pull_state
+
+    fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "qwen-tui", "pull", REPO])
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and statefile.create_time(fake.pid) is None:
+            time.sleep(0.05)
+        statefile.ensure_private_dirs()
+        statefile.write({"pid": fake.pid, "create_time": statefile.create_time(fake.pid), "repo_id": REPO,
+                         "phase": "downloading", "detached": True}, pull_state.state_path())
+        assert pull_state.running() is not None
+        cfg = tmp_path / "config.toml"
+        cfg.write_text("[server]\nport = 8000\n")
+        app = _app(cfg)
+        notes: list[str] = []
+        real = app.notify
+        app.notify = lambda msg, **kw: (notes.append(msg), real(msg, **kw))  # type: ignore[method-assign]
+        async with app.run_test(size=(140, 45)) as pilot:
+            assert await wait_until(pilot, lambda: any("a pull of" in n for n in notes), tries=200), notes
+            said = [n for n in notes if "a pull of" in n]
+            assert said == [f"a pull of {REPO} is running (pid {fake.pid}): g shows it"]
+    finally:
+        fake.kill()
+        fake.wait()

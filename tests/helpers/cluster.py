@@ -8,6 +8,7 @@ supervisor launches it, owns its port and reports READY from /health and /v1/mod
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -58,6 +59,21 @@ def make_box(tmp_path: Path, name: str, port: int | None = None, token_delay: fl
             "api_url": f"http://127.0.0.1:{port}"}
 
 
+def make_demo_box(tmp_path: Path, name: str, port: int, core: int | None = None) -> dict:
+    """A box serving the REAL vLLM CPU `--demo` model on `port` (its own home, its own supervisor,
+    restarted on failure); `core`: the CPU its OpenMP threads are bound to
+    ([server.env] VLLM_CPU_OMP_THREADS_BIND, as `--set`: --demo replaces the file's [server])."""
+    home = tmp_path / f"{name}-home"
+    home.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / f"{name}.toml"
+    config.write_text("[console]\nrestart = \"on-failure\"\nhealth_interval_s = 0.5\nstop_timeout = 30\n")
+    qwen_tui = [sys.executable, "-m", "backend.cli", "--demo", "--set", f"server.port={port}"]
+    if core is not None:
+        qwen_tui += ["--set", f"server.env.VLLM_CPU_OMP_THREADS_BIND={core}"]
+    return {"name": name, "port": port, "home": home, "config": config, "qwen_tui": qwen_tui,
+            "api_url": f"http://127.0.0.1:{port}"}
+
+
 def cluster_toml(boxes: list[dict], router_port: int | None = None, metrics_port: int | None = None,
                  extra: str = "") -> str:
     router_port = router_port or free_port()
@@ -70,15 +86,18 @@ def cluster_toml(boxes: list[dict], router_port: int | None = None, metrics_port
     for b in boxes:
         text += ("\n[[cluster.box]]\n"
                  f"name = \"{b['name']}\"\ntransport = \"local\"\n"
+                 + (f"qwen_tui = {json.dumps(b['qwen_tui'])}\n" if b.get("qwen_tui") else "") +
                  f"config = \"{b['config']}\"\napi_url = \"{b['api_url']}\"\n"
                  f"env = {{ QWEN_TUI_HOME = \"{b['home']}\" }}\n")
     return text
 
 
 def box_cli(box: dict, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    """The box's own qwen-tui (its home, its argv: a demo box's --demo and --set)."""
     env = dict(os.environ, QWEN_TUI_HOME=str(box["home"]), PYTHONPATH=str(ROOT))
     env.pop("QWEN_TUI_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", "backend.cli", "--config", str(box["config"]), *args],
+    base = box.get("qwen_tui") or [sys.executable, "-m", "backend.cli"]
+    return subprocess.run([*base, "--config", str(box["config"]), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 

@@ -98,8 +98,11 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         self.gpu_memory: tuple[float, float] | None = None  # GiB used, total over the cards
         self.narrow = False
         self._chat_escape_at = 0.0
-        self.call_after_refresh(self.compute_plan)  # the ledger's imports: after the first frame
-        self.call_after_refresh(self.check_pull)  # its imports too (~12 ms)
+        # the ledger's imports (~50 ms) and the pull check's (~12 ms): after the first frame. Not
+        # call_after_refresh alone: the screen's first refresh comes inside the app's start-up batch,
+        # which Textual does not draw, and they slowed the one drawn after it. The app's own queue is
+        # read once that batch has ended: from there, after the next refresh, the first frame is out
+        self.app.call_later(self.call_after_refresh, self._after_first_frame)
         self.poll_server()
         self.read_metrics()
         if self.app.gpus is not None and self.app.gpus.available():
@@ -174,6 +177,10 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         else:
             self._chat_escape_at = now
             self.notify("esc again: back to the log (the letter keys are commands there)", timeout=2)
+
+    def _after_first_frame(self) -> None:
+        self.compute_plan()
+        self.check_pull()
 
     @work(group="plan", exclusive=True, exit_on_error=False)
     async def compute_plan(self) -> None:
@@ -284,9 +291,8 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
     @work(group="pull-check", exclusive=True, exit_on_error=False)
     async def check_pull(self) -> None:
         """A pull that a previous console (or `pull --detach`) started: say so once."""
-        # start-up: loaded on first use, not before the console's first frame
-        from backend.pull import state as pull_state
-
+        # start-up: imported in a thread (~12-25 ms), not on the event loop
+        pull_state = await asyncio.to_thread(importlib.import_module, "backend.pull.state")
         live = await asyncio.to_thread(pull_state.running)
         if live:
             self.notify(f"a pull of {live.get('repo_id')} is running (pid {live.get('pid')}): g shows it", timeout=8)
