@@ -67,7 +67,7 @@ async def test_every_ledger_label_keeps_to_one_line_in_a_40_column_panel(qhome):
         console = Console(width=width, record=True, file=io.StringIO())
         console.print(ledger.content)
         lines = console.export_text().splitlines()
-        for label in ("wt GiB/GPU", "KV GiB/GPU", "KV tokens", "max conc.", "KV B/token", "decode tok/s"):
+        for label in ("weights/GPU", "KV GiB/GPU", "KV tokens", "max conc.", "KV B/token", "decode tok/s"):
             row = next((ln for ln in lines if label in ln), None)
             assert row is not None, f"{label!r} wraps:\n" + "\n".join(lines)
             assert any(ch.isdigit() or ch == "—" for ch in row.split(label)[1]), row  # its figures beside it

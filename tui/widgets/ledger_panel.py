@@ -22,7 +22,8 @@ def _fmt(v: Any) -> str:
 
 # the ledger's row names, shortened so that a 40-column side panel (46 wide, less its border, padding
 # and the side column's scrollbar) keeps every number whole and every label on one line: 13 characters
-SHORT = {"weights GiB per GPU": "wt GiB/GPU", "KV cache GiB per GPU": "KV GiB/GPU",
+# ("weights/GPU" is in GiB, like "KV GiB/GPU")
+SHORT = {"weights GiB per GPU": "weights/GPU", "KV cache GiB per GPU": "KV GiB/GPU",
          "KV cache tokens": "KV tokens", "max concurrency": "max conc."}
 
 
