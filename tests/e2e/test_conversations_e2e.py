@@ -47,10 +47,13 @@ _FINISHED = re.compile(r'^vllm:request_success_total\{[^}]*finished_reason="(?:s
 async def metrics_now(base: str) -> tuple[float, float]:
     """(requests running, requests finished by stop or length) without blocking the console's event
     loop, through one client (a new one builds an SSL context: tens of ms of the loop, and seconds on
-    a machine vLLM keeps busy). An aborted request is not counted as finished."""
+    a machine vLLM keeps busy) and a new connection each time. An aborted request is not counted as finished."""
     client = _METRICS.get(base)
     if client is None:
-        client = _METRICS[base] = httpx.AsyncClient(trust_env=False, timeout=5)
+        # no keep-alive: uvicorn closes an idle connection after 5 s, and a poll that reused it just
+        # then got "Server disconnected without sending a response" (a CI run)
+        client = _METRICS[base] = httpx.AsyncClient(trust_env=False, timeout=5,
+                                                    limits=httpx.Limits(max_keepalive_connections=0))
     text = (await client.get(f"{base}/metrics")).text
     return sum(float(v) for v in _RUNNING.findall(text)), sum(float(v) for v in _FINISHED.findall(text))
 
