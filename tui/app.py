@@ -47,7 +47,7 @@ class QwenApp(App):
         self.main_screen: MainScreen | None = None
         self._quitting = False
         self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
-        self._theme_problems = register_themes(self, settings.console["theme"], notify=False)
+        self._theme_problems = register_themes(self, settings.console["theme"])
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:

@@ -24,9 +24,9 @@ def load_theme_file(path: Path) -> Theme:
     return Theme(name=fields.pop("name", path.stem), variables=data.get("variables", {}), **fields)
 
 
-def register_themes(app: App, chosen: str, notify: bool = True) -> list[str]:
-    """Register every theme file; a broken one is reported and skipped. Returns the problems.
-    notify=False: the caller says them (an app not running yet cannot)."""
+def register_themes(app: App, chosen: str) -> list[str]:
+    """Register every theme file; a broken one is skipped. Returns the problems, for the caller to
+    say (it registers them before the app runs, when a notification cannot be shown yet)."""
     problems = []
     for folder in (REPO_THEMES, paths.config_dir() / "themes"):
         for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
@@ -38,6 +38,4 @@ def register_themes(app: App, chosen: str, notify: bool = True) -> list[str]:
         app.theme = chosen
     else:
         problems.append(f"theme {chosen!r} not found; using {app.theme}")
-    for p in problems if notify else []:
-        app.notify(p, severity="warning")
     return problems

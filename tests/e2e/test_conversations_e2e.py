@@ -19,11 +19,6 @@ pytestmark = pytest.mark.e2e
 _RUNNING = re.compile(r"^vllm:num_requests_running(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 
 
-def running(base: str) -> float:
-    text = httpx.get(f"{base}/metrics", timeout=5, trust_env=False).text
-    return sum(float(v) for v in _RUNNING.findall(text))
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, vllm_lock):
     home = tmp_path_factory.mktemp("convo-e2e-home")
@@ -78,7 +73,7 @@ async def test_esc_aborts_the_request_on_the_server(server):
     from tui.widgets.chat_pane import ChatPane
 
     base = server["base_url"]
-    assert running(base) == 0
+    assert (await metrics_now(base))[0] == 0
     app = _app()
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 60)
