@@ -11,7 +11,6 @@ print-command (unless --show-secrets), the state file, status, errors and the se
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,6 +149,8 @@ def gen_key(path: Path | None = None, force: bool = False) -> Path:
         fd = os.open(path, flags, 0o600)
     except FileExistsError:
         raise ConfigError(f"{path} exists: not overwritten (use --force to replace the key)") from None
+    import secrets  # start-up: loaded on first use (with hashlib and OpenSSL), not with the console
+
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         os.fchmod(f.fileno(), 0o600)
         f.write(secrets.token_urlsafe(32) + "\n")

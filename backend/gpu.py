@@ -159,8 +159,15 @@ class GpuMonitor:
     Thread-safe (one lock around NVML calls). Never raises NVML errors: check ``available()``.
     """
 
-    def __init__(self, indices: Iterable[int] | None = None, nvml: Any = None) -> None:
+    def __init__(self, indices: Iterable[int] | None = None, nvml: Any = None, start: bool = True) -> None:
+        """start=False: NVML is opened on first use (``start()``, ``available()``, ``reason``, a
+        sample), by whichever thread comes first; the others wait for it. The console makes its
+        monitor so and opens it in a thread after its first frame."""
         self._lock = threading.Lock()
+        self._start_lock = threading.Lock()  # held while NVML opens (only ever with start=False)
+        self._deferred: tuple[Iterable[int] | None, Any] = (indices, nvml)
+        self._opened = False  # set once the start is over, whichever way it went
+        self._closed = False
         self._nvml: Any = None
         self._initialised = False
         self._reason: str | None = None
@@ -174,24 +181,42 @@ class GpuMonitor:
         self.nvml_version: str | None = None
         self.cuda_driver_version: int | None = None
         self.init_seconds: float | None = None
-        try:
-            self._start(indices, nvml)
-        except Exception as exc:  # noqa: BLE001 - the contract: start-up never raises
-            self._fail(self._describe(exc, "NVML start-up failed"))
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Open NVML (once; a no-op after that). A monitor made with start=False opens on its first
+        use; this is blocking (pynvml's import, nvmlInit, the static facts): call it from a thread."""
+        if self._opened:
+            return
+        with self._start_lock:
+            if self._opened:  # another thread opened it while this one waited
+                return
+            if not self._closed:  # shut down before it was ever used: it stays closed
+                try:
+                    self._start(*self._deferred)
+                except Exception as exc:  # noqa: BLE001 - the contract: start-up never raises
+                    self._fail(self._describe(exc, "NVML start-up failed"))
+            self._opened = True
+        if self._closed:  # shut down while it opened (or it failed): NVML released
+            self.shutdown()
 
     # ---------------------------------------------------------------- state
 
     def available(self) -> bool:
+        self.start()
         return self._reason is None
 
     @property
     def reason(self) -> str | None:
         """Why no GPU data is available (None when it is)."""
+        self.start()
         return self._reason
 
     @property
     def unsupported(self) -> list[str]:
         """Fields NVML reported as Not Supported, as ``"gpuN.field"``."""
+        self.start()
         return sorted(f"gpu{i}.{f}" for i, f in self._unsupported)
 
     def _fail(self, reason: str) -> None:
@@ -363,6 +388,7 @@ class GpuMonitor:
 
     def sample(self) -> list[GpuSample]:
         """Read every monitored GPU once (about 0.1 ms per GPU on an H200). [] when unavailable."""
+        self.start()
         with self._lock:
             if not self._handles:
                 return []
@@ -403,6 +429,7 @@ class GpuMonitor:
 
         PIDs are as the driver sees them: host PIDs, even inside a container.
         """
+        self.start()
         with self._lock:
             return {i: self._procs_one(i, h) for i, h in self._handles}
 
@@ -450,7 +477,10 @@ class GpuMonitor:
     # ---------------------------------------------------------------- end
 
     def shutdown(self, reason: str = "NVML was shut down") -> None:
-        """Release NVML. Safe to call twice; ``available()`` is false afterwards."""
+        """Release NVML. Safe to call twice; ``available()`` is false afterwards. A monitor never
+        opened stays closed (this does not wait for one opening in another thread: that one closes
+        itself when done)."""
+        self._closed = True
         with self._lock:
             self._handles = []
             if self._reason is None:
@@ -470,6 +500,7 @@ class GpuMonitor:
 
     def info_dict(self) -> dict[str, Any]:
         """Static facts as plain data (for JSON and the About panel)."""
+        self.start()
         return {
             "available": self.available(),
             "reason": self._reason,

@@ -16,8 +16,6 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-import psutil
-
 from backend import paths
 from backend.status import STATES, SUPERVISED
 
@@ -148,6 +146,8 @@ def read(path: Path | None = None) -> dict[str, Any] | None:
 
 
 def create_time(pid: int) -> float | None:
+    import psutil  # start-up: loaded on first use (a pid to check), not before the first frame
+
     try:
         return float(psutil.Process(pid).create_time())
     except (psutil.Error, ValueError, TypeError):
@@ -155,6 +155,8 @@ def create_time(pid: int) -> float | None:
 
 
 def cmdline(pid: int) -> str | None:
+    import psutil  # start-up: loaded on first use (a pid to check), not before the first frame
+
     try:
         return " ".join(psutil.Process(pid).cmdline())
     except (psutil.Error, ValueError, TypeError):
@@ -171,6 +173,8 @@ def is_supervisor_argv(argv: list[str]) -> bool:
 
 
 def is_supervisor(pid: int) -> bool:
+    import psutil  # start-up: loaded on first use (a pid to check), not before the first frame
+
     try:
         p = psutil.Process(pid)
         return p.status() != psutil.STATUS_ZOMBIE and is_supervisor_argv(p.cmdline())
@@ -184,6 +188,8 @@ def pid_matches(pid: Any, created: Any) -> bool:
         return False
     if isinstance(created, bool) or not isinstance(created, (int, float)):
         return False
+    import psutil  # start-up: loaded on first use (a pid to check), not before the first frame
+
     try:
         proc = psutil.Process(pid)
         actual = proc.create_time()

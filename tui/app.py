@@ -17,7 +17,6 @@ from backend import daemon_threads
 from backend.settings import Settings
 from backend.status import RUNNING, ServerState
 from tui.screens.main import MainScreen
-from tui.screens.quit import QuitScreen
 from tui.themes import register_themes
 
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
@@ -55,13 +54,23 @@ class QwenApp(App):
         which Rich markup would eat or choke on. Screens' and widgets' notify() come through here."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
+    def get_default_screen(self) -> MainScreen:
+        self.main_screen = MainScreen()
+        return self.main_screen
+
+    def first_frame_shown(self) -> None:
+        """The main screen's first frame is out: the cyclic GC, off since the console's start
+        (tui/entry.py), comes back on; what the start built is frozen first, so that the first
+        collection does not walk it all (~60 ms here)."""
+        if self.freeze_gc and not gc.isenabled():
+            gc.freeze()
+            gc.enable()
+
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
         daemon_threads.install(loop)  # a blocking call still running never holds the process at exit
         for problem in self._theme_problems:
             self.notify(problem, severity="warning")
-        self.main_screen = MainScreen()
-        self.push_screen(self.main_screen)
         if self.freeze_gc:
             # what the start-up built lives as long as the console: out of the cyclic GC's sight, so
             # that a full collection (~50-80 ms with it, in the middle of a streamed reply) stays short
@@ -125,7 +134,7 @@ class QwenApp(App):
         if screen is None:
             return
         if screen.query_one(TabbedContent).active != "tab-chat":
-            screen.action_chat()
+            await screen.action_chat()
         await screen.query_one(ChatPane).run_action(action)
 
     # -- every way out: q, ctrl+q, ctrl+c, the palette's Quit ---------------------------------
@@ -142,6 +151,8 @@ class QwenApp(App):
         self.request_quit()
 
     def request_quit(self, state: ServerState | str | None = None) -> None:
+        from tui.screens.quit import QuitScreen  # start-up: loaded on first use, not with the console
+
         if self._quitting or isinstance(self.screen, QuitScreen):
             return  # already asking, or already stopping on the way out
         state = state or self.server_state()

@@ -13,6 +13,10 @@ from textual.message import Message
 
 from backend.supervisor_client import Poll
 
+# eq=False: a message is an event, equal only to itself (as Textual's own are), and dataclass's
+# __eq__ for 19 classes cost ~5 ms of the console's start (issue 16: first frame <= 0.5 s)
+message = dataclass(eq=False)
+
 if TYPE_CHECKING:
     from backend.chat import ChatResult
     from backend.clipboard import Delivery
@@ -24,14 +28,14 @@ if TYPE_CHECKING:
     from backend.setting_rows import Saved
 
 
-@dataclass
+@message
 class ServerPolled(Message):
     """A fresh look at the supervisor's state file and the new log lines."""
 
     poll: Poll
 
 
-@dataclass
+@message
 class ActionFinished(Message):
     """start / stop / restart / sleep / wake finished; `text` says what was done."""
 
@@ -40,7 +44,7 @@ class ActionFinished(Message):
     error: bool = False
 
 
-@dataclass
+@message
 class GpusSampled(Message):
     """One NVML reading of every card and who holds each card (GPU index -> holders)."""
 
@@ -48,7 +52,7 @@ class GpusSampled(Message):
     holders: dict[int, list[Holder]] = field(default_factory=dict)
 
 
-@dataclass
+@message
 class PlanReady(Message):
     """The memory ledger for the current settings (Ledger.to_dict()), or why there is none."""
 
@@ -56,7 +60,7 @@ class PlanReady(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class SettingSaved(Message):
     """A settings edit was written (`saved`) or refused (`error`)."""
 
@@ -64,7 +68,7 @@ class SettingSaved(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class OrphansScanned(Message):
     """Before a start: processes no supervisor owns. `done` says what already happened (a restart's stop)."""
 
@@ -72,7 +76,7 @@ class OrphansScanned(Message):
     done: str = ""
 
 
-@dataclass
+@message
 class OrphanKilled(Message):
     """A targeted kill finished: `stopped` (a Stopped, or a stopped supervisor's text) and a fresh
     scan, or `error`."""
@@ -83,14 +87,14 @@ class OrphanKilled(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class ChatDelta(Message):
     """Reply text that arrived (deltas coalesced for about 50 ms)."""
 
     text: str
 
 
-@dataclass
+@message
 class ChatFinished(Message):
     """A reply ended: `result` with its figures, or `error` and `fix`. Bubbles up so the main
     screen can put the measured tokens/s beside the ledger's ceiling."""
@@ -103,7 +107,7 @@ class ChatFinished(Message):
     conversation: Conversation | None = None  # the conversation it belongs to
 
 
-@dataclass
+@message
 class DoctorReady(Message):
     """The pre-flight checks, or why they could not run."""
 
@@ -111,7 +115,7 @@ class DoctorReady(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class MetricsSampled(Message):
     """One read of the server's /metrics: `snapshot` (backend.metrics.Snapshot.to_dict()) and the
     rates since the last read, or `error`."""
@@ -121,7 +125,7 @@ class MetricsSampled(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class BenchProgress(Message):
     """A load-test request started or ended."""
 
@@ -130,7 +134,7 @@ class BenchProgress(Message):
     total: int
 
 
-@dataclass
+@message
 class BenchFinished(Message):
     """A load test ended: `report` is the `bench --json` object, or `error` why it did not run."""
 
@@ -138,7 +142,7 @@ class BenchFinished(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class ReportReady(Message):
     """The triage report (backend/report.py) as Markdown, with what was redacted; or why it could not be built."""
 
@@ -147,7 +151,7 @@ class ReportReady(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class ChatRefused(Message):
     """A message was not sent: prompt + max_tokens would exceed max_model_len. `drop`: the fewest
     oldest exchanges to leave out so it fits (None: dropping cannot make it fit, or it could not
@@ -158,14 +162,14 @@ class ChatRefused(Message):
     drop: int | None
 
 
-@dataclass
+@message
 class BudgetCounted(Message):
     """The context budget line under the chat input."""
 
     budget: Budget
 
 
-@dataclass
+@message
 class ClipboardDelivered(Message):
     """After OSC 52 went out: what the local clipboard or a file did."""
 
@@ -221,7 +225,7 @@ class SweepFinished(Message):
         self.result, self.previous, self.error = result, previous, error
 
 
-@dataclass
+@message
 class PullStarted(Message):
     """A `qwen-tui pull` process was started (its pid and log), or why not."""
 
@@ -230,7 +234,7 @@ class PullStarted(Message):
     error: str | None = None
 
 
-@dataclass
+@message
 class PullPolled(Message):
     """The pull's state file (backend/pull/state.py), whether its process is that pull and alive, and
     why the file was not believed."""

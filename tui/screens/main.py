@@ -35,6 +35,7 @@ from tui.widgets.status_bar import StatusBar
 from tui.worker_errors import WorkerErrorsToApp
 
 POLL_S = 0.2
+FIRST_POLL_S = 0.25  # the first frame waits this long at most for the first poll (then goes without)
 NARROW_W = 100  # below this many columns the side column becomes the one-line strip
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
@@ -88,7 +89,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         yield Input(placeholder="search the log (enter: filter, esc: clear)", id="search")
         yield KeysFooter(id="footer")
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self.state = ServerStatus(ServerState.STOPPED)
         self.plan: dict | None = None
         self.plan_error: str | None = None
@@ -103,14 +104,25 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         # which Textual does not draw, and they slowed the one drawn after it. The app's own queue is
         # read once that batch has ended: from there, after the next refresh, the first frame is out
         self.app.call_later(self.call_after_refresh, self._after_first_frame)
+        self._apply_width(self.size.width)
+        self._first_poll: asyncio.Future | None = asyncio.get_running_loop().create_future()
         self.poll_server()
         self.read_metrics()
-        if self.app.gpus is not None and self.app.gpus.available():
-            self.sample_gpus()
-        else:
-            reason = self.app.gpus.reason if self.app.gpus is not None else "NVML not used"
-            self.query_one("#gpus").mount(Static(f"GPUs: {reason}", classes="dim"))
-        self._apply_width(self.size.width)
+        await self._show_first_poll()
+
+    async def _show_first_poll(self) -> None:
+        """The first frame with the server's state and log in it: one layout and paint, not a frame
+        with an empty status line and a second one a poll later (~30 ms of the start here). A poll
+        slower than FIRST_POLL_S (a long log to parse) comes as every later one does."""
+        first = self._first_poll
+        assert first is not None
+        try:
+            poll = await asyncio.wait_for(asyncio.shield(first), FIRST_POLL_S)
+        except TimeoutError:
+            poll = first.result() if first.done() else None
+        self._first_poll = None  # from here the worker posts every poll
+        if poll is not None:
+            self.show_poll(ServerPolled(poll))
 
     # -- layout ---------------------------------------------------------------------------------
     def on_resize(self, event: events.Resize) -> None:
@@ -158,27 +170,37 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
     def _chat_shown(self) -> bool:
         return self.query_one(TabbedContent).active == "tab-chat"
 
-    def on_key(self, event: events.Key) -> None:
+    async def on_key(self, event: events.Key) -> None:
         """In the chat tab a printable key is text: into the chat input, never a command."""
         if not self._chat_shown() or not event.is_printable or isinstance(self.focused, Input):
             return
         event.stop()
         event.prevent_default()
-        box = self.query_one(ChatPane).query_one("#chat-input", Input)
+        pane = self.query_one(ChatPane)
+        await pane.build()  # shown by a click on its tab an instant ago: its input may not be there yet
+        box = pane.query_one("#chat-input", Input)
         box.focus()
         box.insert_text_at_cursor(event.character or "")
 
-    def on_chat_pane_escaped(self, message: ChatPane.Escaped) -> None:
+    @on(TabbedContent.TabActivated, "#tabs")
+    async def tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The chat's tab clicked: its widgets, if this is its first showing."""
+        if event.pane.id == "tab-chat":
+            await self.query_one(ChatPane).build()
+
+    async def on_chat_pane_escaped(self, message: ChatPane.Escaped) -> None:
         """esc in the chat (not streaming): the first one stays; a second within 2 s goes to the log."""
         now = time.monotonic()
         if now - self._chat_escape_at < 2.0:
             self._chat_escape_at = 0.0
-            self.action_chat()
+            await self.action_chat()
         else:
             self._chat_escape_at = now
             self.notify("esc again: back to the log (the letter keys are commands there)", timeout=2)
 
     def _after_first_frame(self) -> None:
+        self.app.first_frame_shown()
+        self.sample_gpus()  # NVML opens in its thread (the console's monitor is made unopened)
         self.compute_plan()
         self.check_pull()
 
@@ -339,14 +361,16 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         ok, text = await asyncio.to_thread(self.app.client.sleep_wake, action)
         self.post_message(ActionFinished(action, text, error=not ok))
 
-    def action_chat(self) -> None:
+    async def action_chat(self) -> None:
         tabs = self.query_one(TabbedContent)
         if tabs.active == "tab-chat":
             tabs.active = "tab-log"
             self.query_one(LogPane).focus()
         else:
+            pane = self.query_one(ChatPane)
+            await pane.build()  # its widgets: the first time it is shown (start-up)
             tabs.active = "tab-chat"
-            self.query_one(ChatPane).focus_input()
+            pane.focus_input()
             self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
 
     def _show_ledger(self) -> None:
@@ -357,12 +381,19 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
 
     @work(group="gpus", exclusive=True, exit_on_error=False)
     async def sample_gpus(self) -> None:
+        """The GPU panels, one per card, every console.gpu_interval_s; or why there are none."""
+        gpus = self.app.gpus
+        # available() opens an unopened monitor (pynvml's import, nvmlInit: off the event loop)
+        if gpus is None or not await asyncio.to_thread(gpus.available):
+            reason = gpus.reason if gpus is not None else "NVML not used"
+            await self.query_one("#gpus").mount(Static(f"GPUs: {reason}", classes="dim"))
+            return
         interval = float(self.app.settings.console["gpu_interval_s"])
         # start-up: loaded on first use, not before the console's first frame
         from backend.orphans import holders_by_gpu
 
         def read() -> tuple[list, dict]:
-            return self.app.gpus.sample(), holders_by_gpu(self.app.gpus)
+            return gpus.sample(), holders_by_gpu(gpus)
 
         while True:
             samples, holders = await asyncio.to_thread(read)
@@ -424,7 +455,11 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
                 self.notify(f"cannot read the server state: {e}", severity="error")
                 await asyncio.sleep(2)
                 continue
-            self.post_message(ServerPolled(poll))
+            first = self._first_poll
+            if first is not None and not first.done():
+                first.set_result(poll)  # on_mount shows it, in the first frame
+            else:
+                self.post_message(ServerPolled(poll))
             await asyncio.sleep(POLL_S)
 
     @on(ServerPolled)

@@ -14,21 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 from textual import on, work
-from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
 from backend.conversation import ChatParams, Conversation, figures_line, reply_figures, reply_line
-from backend.conversation_store import Store, StoreError, server_record
 from tui.messages import BudgetCounted, ChatDelta, ChatFinished, ChatRefused, ClipboardDelivered
-from tui.widgets.chat_input import ChatInput
-from tui.widgets.reply import ReplyView
-from tui.widgets.transcript import Transcript
 from tui.worker_errors import WorkerErrorsToApp
+
+if TYPE_CHECKING:  # start-up: the pane's content and its store load when the chat is first shown
+    from backend.conversation_store import Store
+    from tui.widgets.reply import ReplyView
 
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
 HELP = ("Ask the served model something. Every key here is text. enter: send · esc: stop the reply "
@@ -39,6 +39,8 @@ HELP = ("Ask the served model something. Every key here is text. enter: send · 
 
 def _preload() -> None:
     import backend.chat  # noqa: F401
+    import backend.conversation_store  # noqa: F401 - the pane's content, built when the chat is first shown
+    import tui.widgets.chat_input  # noqa: F401
     from tui.widgets.reply import warm_up
 
     warm_up()
@@ -71,8 +73,10 @@ class ChatPane(WorkerErrorsToApp, Vertical):
 
     def __init__(self, store: Store | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.store = store or Store()
+        self.store: Store = store  # type: ignore[assignment]  # made by build() when None
         self.conversation = Conversation()
+        self.built = False  # its widgets: made the first time the chat is shown (build())
+        self._build_lock = asyncio.Lock()
         self.ceiling: float | None = None  # the ledger's batch-1 decode ceiling, when known
         self.streaming = False
         # (base_url, model) of the running server, set by the screen from each poll; None: settings
@@ -86,20 +90,38 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         self._known: tuple[int, int] | None = None  # (tokens, messages) the last usage covered
         self.budget = None  # the last backend.context_budget.Budget
 
-    def compose(self) -> ComposeResult:
-        yield Transcript(Static(HELP, classes="figures"), id="chat-log")
-        with Vertical(id="chat-foot"):
-            # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
-            # routes it there) and must not select, then replace, what was already typed
-            yield ChatInput(placeholder="message (enter: send)", id="chat-input", select_on_focus=False)
-            yield Static("context: counted when you send", id="chat-budget", markup=False)
-            yield Static("", id="chat-cursor", markup=False)
-
     def on_mount(self) -> None:
         self.conversation = self._new_conversation()
-        self.query_one("#chat-cursor").display = False
-        # what the first chat needs (httpx, rich.markdown) is imported off the first frame's path, in a thread
+        # what the first chat needs (httpx, rich.markdown, the pane's widgets) is imported off the
+        # first frame's path, in a thread
         self.set_timer(1.0, lambda: self.run_worker(_preload, thread=True, group="chat-preload", exit_on_error=False))
+
+    async def build(self) -> None:
+        """The pane's widgets, made the first time the chat is shown (start-up: the hidden tab's
+        widgets, their styles and their modules are not on the way to the console's first frame).
+        The screen awaits it before it shows the chat; a second caller waits for the first."""
+        async with self._build_lock:
+            if self.built:
+                return
+            from backend.conversation_store import Store  # start-up: loaded on first use, not with the console
+            from tui.widgets.chat_input import ChatInput  # start-up: loaded on first use, not with the console
+            from tui.widgets.transcript import Transcript  # start-up: loaded on first use, not with the console
+
+            if self.store is None:
+                self.store = Store()
+            cursor = Static("", id="chat-cursor", markup=False)
+            cursor.display = False
+            # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
+            # routes it there) and must not select, then replace, what was already typed
+            await self.mount_all([
+                Transcript(Static(HELP, classes="figures"), id="chat-log"),
+                Vertical(ChatInput(placeholder="message (enter: send)", id="chat-input", select_on_focus=False),
+                         Static("context: counted when you send", id="chat-budget", markup=False),
+                         cursor, id="chat-foot")])
+            self.built = True
+        if self._endpoint_value is not None and not self.streaming:
+            self.max_model_len, self._known = None, None
+            self.refresh_budget()  # a server that was up before the chat was first shown
 
     @property
     def endpoint(self) -> tuple[str, str] | None:
@@ -110,7 +132,7 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         """A server came up (or moved): count the context once, so the budget shows before a send."""
         changed = value != self._endpoint_value
         self._endpoint_value = value
-        if changed and value is not None and self.is_mounted and not self.streaming:
+        if changed and value is not None and self.built and not self.streaming:
             self.max_model_len, self._known = None, None
             self.refresh_budget()
 
@@ -144,6 +166,8 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         await self.send(text)
 
     async def send(self, text: str) -> None:
+        from tui.widgets.reply import ReplyView  # start-up: loaded on first use, not with the console
+
         log = self.query_one("#chat-log", VerticalScroll)
         self._reply = ReplyView(classes="reply")
         self._pending = [Static(f"› {text}", classes="user", markup=False), self._reply]
@@ -222,6 +246,8 @@ class ChatPane(WorkerErrorsToApp, Vertical):
 
     def _save(self, conv: Conversation, new: list, served: str, base_url: str, model: str) -> str:
         """Append the exchange to the conversation's file; '' or why it was not saved."""
+        from backend.conversation_store import StoreError, server_record  # start-up: loaded on first use
+
         if not new:
             return ""
         try:
@@ -293,6 +319,8 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         self.app.push_screen(ContextFitScreen(message.budget.refusal(), message.drop, lower), chosen)
 
     async def _run_store(self, fn, conv: Conversation) -> None:
+        from backend.conversation_store import StoreError  # start-up: loaded on first use, not with the console
+
         if not conv.turns:  # nothing saved yet: kept in memory, written with the first reply
             return
         try:
@@ -309,6 +337,8 @@ class ChatPane(WorkerErrorsToApp, Vertical):
     def _show_budget(self) -> None:
         from backend.context_budget import Budget  # start-up: loaded on first use, not with the console
 
+        if not self.built:  # drawn when it is (build())
+            return
         conv = self.conversation
         if self._known is not None:
             b = Budget(self._known[0], conv.params.max_tokens, self.max_model_len, exact=True)
@@ -360,6 +390,10 @@ class ChatPane(WorkerErrorsToApp, Vertical):
 
     async def show(self, conv: Conversation, header: str = "new conversation") -> None:
         """Make `conv` the pane's conversation and draw its turns, each reply with its figures."""
+        from tui.widgets.reply import ReplyView  # start-up: loaded on first use, not with the console
+        from tui.widgets.transcript import Transcript  # start-up: loaded on first use, not with the console
+
+        await self.build()
         self.conversation, self._known, self.budget, self._reply = conv, None, None, None
         log = self.query_one("#chat-log", Transcript)
         log.cursor = -1
@@ -415,6 +449,8 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         self.app.push_screen(ConversationsScreen(self.store, self.conversation.id), chosen)
 
     async def reopen(self, conv_id: str) -> None:
+        from backend.conversation_store import StoreError  # start-up: loaded on first use, not with the console
+
         await self._cancel_reply()
         try:
             conv = await asyncio.to_thread(self.store.load, conv_id, ChatParams.from_chat(self.app.settings.chat))
@@ -445,20 +481,20 @@ class ChatPane(WorkerErrorsToApp, Vertical):
         self.app.push_screen(ChatSettingsScreen(self.conversation.params, self.conversation.title), chosen)
 
     def action_transcript(self) -> None:
-        self.query_one("#chat-log", Transcript).focus()
+        self.query_one("#chat-log").focus()
 
-    @on(Transcript.CursorMoved)
-    def cursor_moved(self, message: Transcript.CursorMoved) -> None:
+    # Transcript's messages, by their handler names (start-up: tui.widgets.transcript is not imported
+    # before the chat is first shown)
+    def on_transcript_cursor_moved(self, message) -> None:
         cursor = self.query_one("#chat-cursor", Static)
         cursor.update(message.text)
         cursor.display = True
 
     def on_descendant_blur(self, event) -> None:
-        if isinstance(event.widget, Transcript):
+        if event.widget.id == "chat-log":  # the Transcript
             self.query_one("#chat-cursor").display = False
 
-    @on(Transcript.Command)
-    def transcript_command(self, message: Transcript.Command) -> None:
+    def on_transcript_command(self, message) -> None:
         if message.name == "copy":
             if message.item is None:
                 self.app.notify("nothing under the cursor to copy", severity="warning")
