@@ -57,3 +57,19 @@ async def test_metrics_panel_says_why_when_a_ready_server_has_no_metrics(qhome):
         panel = app.screen.query_one(MetricsPanel)
         assert await wait_until(pilot, lambda: "cannot read" in str(panel.render()))
         assert f"127.0.0.1:{port}/metrics" in str(panel.render())
+
+
+async def test_the_chat_is_built_when_first_shown_and_takes_keys_at_once(qhome):
+    """Start-up (issue 16): the hidden chat tab has no widgets before it is first shown; shown by
+    a click on its tab, the very next letter is text in its input, not a command (s: start)."""
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(150, 45)) as pilot:
+        pane = app.screen.query_one(ChatPane)
+        assert not pane.built and not pane.children and not app.screen.query("#chat-input")
+        await pilot.click("#--content-tab-tab-chat")
+        await pilot.press("s")
+        assert pane.built and app.screen.query_one(TabbedContent).active == "tab-chat"
+        box = app.screen.query_one("#chat-input", Input)
+        assert box.value == "s" and box.has_focus
+        await pilot.pause(0.1)
+    assert client.actions == []

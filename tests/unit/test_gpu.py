@@ -231,3 +231,65 @@ def test_processes_of_chosen_gpus_only() -> None:
     assert mon.processes([1]) == {1: 2 * gib, 3: gib}
     assert mon.processes([0]) == {1: gib, 2: None}
     assert mon.processes() == {1: 3 * gib, 2: None, 3: gib}
+
+
+def test_an_unopened_monitor_opens_on_first_use_once(fake: FakeNvml) -> None:
+    """start=False (the console's monitor, issue 16): no NVML until first used; then opened once,
+    by the first thread, while the others wait for it (never a half-open monitor)."""
+    import threading
+    import time
+
+    slow_init = fake.nvmlInit
+
+    def init() -> None:
+        time.sleep(0.2)  # NVML's start on a big box
+        slow_init()
+
+    fake.nvmlInit = init
+    mon = GpuMonitor(nvml=fake, start=False)
+    assert fake.calls["nvmlInit"] == 0
+    seen: list[bool] = []
+    threads = [threading.Thread(target=lambda: seen.append(mon.available())) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [True, True, True] and fake.calls["nvmlInit"] == 1
+    assert mon.gpus and mon.sample()[0].name == mon.gpus[0].name
+    mon.shutdown()
+    assert fake.calls["nvmlShutdown"] == 1 and not mon.available()
+
+
+def test_an_unopened_monitor_shut_down_never_opens(fake: FakeNvml) -> None:
+    mon = GpuMonitor(nvml=fake, start=False)
+    mon.shutdown()
+    assert not mon.available() and mon.reason == "NVML was shut down" and mon.sample() == []
+    assert fake.calls["nvmlInit"] == 0 and fake.calls["nvmlShutdown"] == 0
+
+
+def test_an_unopened_monitor_says_why_it_failed(fake: FakeNvml) -> None:
+    fake.init_error = LIBRARY_NOT_FOUND
+    mon = GpuMonitor(nvml=fake, start=False)
+    assert not mon.available() and "libnvidia-ml.so.1 not found" in (mon.reason or "")
+
+
+def test_a_monitor_shut_down_while_it_opens_releases_nvml(fake: FakeNvml) -> None:
+    """The console quit while NVML was still opening in its thread: the opener closes it when done."""
+    import threading
+    import time
+
+    started, slow_init = threading.Event(), fake.nvmlInit
+
+    def init() -> None:
+        started.set()
+        time.sleep(0.2)
+        slow_init()
+
+    fake.nvmlInit = init
+    mon = GpuMonitor(nvml=fake, start=False)
+    opener = threading.Thread(target=mon.start)
+    opener.start()
+    assert started.wait(5)
+    mon.shutdown()  # does not wait for the opener
+    opener.join()
+    assert fake.calls["nvmlInit"] == 1 and fake.calls["nvmlShutdown"] == 1 and not mon.available()

@@ -33,6 +33,15 @@ DEFERRED = [
     "tui.screens.pull",
     "tui.screens.cluster",
     "tui.screens.profiles",
+    "tui.screens.quit",  # with q
+    "pynvml",  # NVML opens in a thread after the first frame (GpuMonitor(start=False))
+    "psutil",  # the state file's pid checks: once there is a pid to check
+    "secrets",  # the API key's generator (hashlib, OpenSSL with it)
+    "backend.conversation_store",  # the chat pane's content: built when the chat is first shown
+    "tui.widgets.transcript",
+    "tui.widgets.reply",
+    "tui.widgets.chat_input",
+    "backend.clipboard",
 ]
 
 # the console's start up to App.run(), in a fresh interpreter: its modules at that moment
@@ -84,14 +93,15 @@ def test_console_args_are_the_full_parsers() -> None:
 
 def test_first_poll_without_a_log_leaves_the_parser_unloaded(tmp_path) -> None:
     """No log yet (a first start, a fresh state dir): the poll says what an empty parser says,
-    without importing it; EMPTY_SNAPSHOT must stay LogParser().snapshot()."""
+    without importing it (nor psutil: no pid to check); EMPTY_SNAPSHOT must stay LogParser().snapshot()."""
     code = ("import json, sys; from backend.supervisor_client import ServerClient; p = ServerClient().poll(); "
-            "print(json.dumps([p.parsed, p.timeline, 'backend.logparse' in sys.modules]))")
+            "print(json.dumps([p.parsed, p.timeline, 'backend.logparse' in sys.modules, 'psutil' in sys.modules]))")
     env = dict(os.environ, QWEN_TUI_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
-    parsed, timeline, parser_loaded = json.loads(r.stdout)
+    parsed, timeline, parser_loaded, psutil_loaded = json.loads(r.stdout)
     assert parser_loaded is False
+    assert psutil_loaded is False  # no state file: no pid to check
 
     from backend.logparse import LogParser
     from backend.supervisor_client import EMPTY_SNAPSHOT
