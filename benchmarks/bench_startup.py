@@ -8,6 +8,7 @@ alternating run for run with this one, each with its own state dir: medians of b
 from one run, as the shared machine's load moves under both alike. --bare: a bare Textual app (one
 Static) timed in the same turns: the floor that Textual's import and first paint set on this machine.
 The CPU figure (the child's, until it is killed at its first frame) varies less than the wall clock.
+A child that prints a traceback stops the benchmark (the source lines it shows can hold the mark).
 
 The runs share one fresh state dir (QWEN_TUI_HOME; a first run, not counted, makes the demo model
 there and lets Python write its bytecode caches, as any second start finds them: the child runs
@@ -63,6 +64,8 @@ def first_frame(home: str, timeout: float = 20.0, root: Path = ROOT, argv: list[
                         seen = (seen + os.read(master, 65536))[-200000:]
                     except OSError:
                         break
+                    if b"Traceback" in seen:  # a crash's traceback can show source with the mark in it
+                        raise SystemExit(f"the child crashed: {seen[-2000:].decode(errors='replace')}")
                     if MARK in seen:
                         took = time.perf_counter() - t0
                         break

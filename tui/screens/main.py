@@ -35,7 +35,7 @@ from tui.widgets.status_bar import StatusBar
 from tui.worker_errors import WorkerErrorsToApp
 
 POLL_S = 0.2
-FIRST_POLL_S = 0.25  # the first frame waits this long at most for the first poll (then goes without)
+FIRST_POLL_S = 0.2  # the first frame waits this long at most for the first poll (then goes without)
 NARROW_W = 100  # below this many columns the side column becomes the one-line strip
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
