@@ -2,20 +2,26 @@
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_vs_vllm.py [--rounds 3] [--warmup-rounds 1] [--json] [--out FILE]
         [--base-url URL --model NAME --no-start] [--requests 64] [--concurrency 8]
-        [--input-len 128] [--output-len 128] [--tokenizer DIR]
+        [--input-len 128] [--output-len 128] [--prompts same|random] [--tokenizer DIR]
 
 Without --no-start it starts the demo server (`qwen-tui --demo`, on --port, default 8019) and
 stops it at the end; with --no-start it measures the server already at --base-url. Each round runs
 both tools (the order swaps every round, so a drift of the machine hits both), each in its own
 process, with the same concurrency, request count, output length (EOS ignored), temperature 0, and
-the same prompt length after the chat template: qwen-tui's --prompt-tokens is set to the prompt
-tokens that vLLM's random dataset produced in the first round (from its own usage counts). Neither
-tool's prompts may come from the prefix cache: vLLM gets a fresh --seed every run (with a repeated
-seed its prompts are cached from the run before, and it skips most of the prefill), qwen-tui tags its
-prompts per run. The server's /metrics, read before and after each run, says how many prompt tokens
-per request it saw and computed, output tokens, and its own mean TTFT split into queue and prefill
-time, for each tool: the check that both asked for the same work. vLLM's per-request TTFTs
-(`--save-detailed`) give its first wave (the first --concurrency requests) apart from the rest.
+the same prompts:
+- `--prompts same` (the default): vLLM's custom dataset replays the prompts `qwen-tui bench` makes
+  (backend.loadtest.prompt_text, --input-len tokens of text plus the chat template, sized with the
+  server's /tokenize), so the two send the same work and differ only in how they send and time it;
+- `--prompts random`: vLLM's random dataset (random token ids decoded to text), and qwen-tui's
+  --prompt-tokens set to the prompt tokens that dataset produced in the first run (its usage
+  counts). The server prefills these more slowly than words (H200, 2026-12-01: its own TTFT was
+  12 % higher for them), so mean TTFT differs by that much while both clocks are right.
+Neither tool's prompts may come from the prefix cache: vLLM gets a fresh --seed and a fresh tag
+every run (with a repeated seed its prompts are cached from the run before, and it skips most of
+the prefill), qwen-tui tags its prompts per run. The server's /metrics, read before and after each
+run, says how many prompt tokens per request it saw and computed, output tokens, and its own mean
+TTFT split into queue and prefill time, for each tool: the check that both asked for the same work.
+vLLM's per-request TTFTs (`--save-detailed`) give its first wave (the first --concurrency requests) apart from the rest.
 A warm-up round of both tools runs first and is not counted: a just-started engine's first waves
 are slow, and with one round that cost fell on whichever tool went first (on the H200, 2026-12-01).
 
@@ -77,11 +83,18 @@ def vllm_child(argv: list[str]) -> None:
 
 def run_vllm(a: argparse.Namespace, tokenizer: str, out_dir: Path, tag: str) -> dict:
     name = f"vllm-{tag}.json"
+    if a.prompts == "same":  # qwen-tui's own prompts, tagged for this run (no prefix-cache hits)
+        data = out_dir / f"prompts-{tag}.jsonl"
+        data.write_text("".join(json.dumps({"prompt": p}) + "\n"
+                                for p in qwen_prompts(a.words, a.requests)))
+        dataset = ["--dataset-name", "custom", "--dataset-path", str(data), "--custom-output-len",
+                   str(a.output_len), "--skip-chat-template", "--disable-shuffle"]
+    else:
+        dataset = ["--dataset-name", "random", "--random-input-len", str(a.input_len), "--random-output-len",
+                   str(a.output_len), "--random-range-ratio", "0"]
     argv = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--base-url", a.base_url,
-            "--model", a.model, "--tokenizer", tokenizer, "--dataset-name", "random",
-            "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len),
-            "--random-range-ratio", "0", "--num-prompts", str(a.requests), "--max-concurrency",
-            str(a.concurrency), "--ignore-eos", "--temperature", "0", "--disable-tqdm",
+            "--model", a.model, "--tokenizer", tokenizer, *dataset, "--num-prompts", str(a.requests),
+            "--max-concurrency", str(a.concurrency), "--ignore-eos", "--temperature", "0", "--disable-tqdm",
             "--seed", str(a.seed + int(tag)),
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
             "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", name]
@@ -106,6 +119,36 @@ def waves(res: dict, concurrency: int) -> dict[str, float | None]:
 
 
 # -- the qwen-tui side ---------------------------------------------------------------------------------
+def qwen_prompts(words: int, n: int) -> list[str]:
+    """n prompts as `qwen-tui bench` makes them (backend.loadtest.prompt_text), under a fresh run tag of
+    the same form as its own (the same token count, no prefix shared with any other run)."""
+    from backend.loadtest import prompt_text, run_tag
+
+    run = run_tag()
+    return [prompt_text(i, words, run) for i in range(n)]
+
+
+def size_prompts(a: argparse.Namespace) -> tuple[int, int]:
+    """(prompt tokens after the template, words) for --prompts same: --input-len tokens of text plus
+    the chat template's own, sized with the server's /tokenize the way `qwen-tui bench` sizes them."""
+    import asyncio
+
+    import httpx
+
+    from backend.loadtest import BenchConfig, prepare, run_tag
+
+    async def go() -> tuple[int, int]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            alone = (await client.post(a.base_url + "/tokenize", json={
+                "model": a.model, "add_generation_prompt": True,
+                "messages": [{"role": "user", "content": ""}]})).json()["count"]
+            cfg = BenchConfig(requests=a.requests, prompt_tokens=a.input_len + int(alone), max_tokens=a.output_len)
+            prep = await prepare(client, a.base_url, a.model, {}, cfg, None, run_tag())  # sized with a tag, as bench
+            return cfg.prompt_tokens, prep.words
+
+    return asyncio.run(go())
+
+
 def qwen_argv(a: argparse.Namespace) -> list[str]:
     host, port = a.base_url.split("://", 1)[-1].rstrip("/").rsplit(":", 1)
     out = ["--demo"] if a.started else []
@@ -230,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="rounds of both tools run first and not counted (a just-started engine's first waves are slow)")
     p.add_argument("--requests", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--input-len", type=int, default=128, help="vLLM random input tokens (before the template)")
+    p.add_argument("--input-len", type=int, default=128, help="prompt tokens before the chat template")
+    p.add_argument("--prompts", choices=("same", "random"), default="same",
+                   help="same: vLLM sends qwen-tui's own prompts (its custom dataset); random: vLLM's random "
+                        "dataset, qwen-tui's prompts sized to the same token count")
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--timeout", type=float, default=900, help="seconds for one tool's run")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -264,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
     rounds, warmups, prompt_tokens = [], [], None
+    if a.prompts == "same":
+        prompt_tokens, a.words = size_prompts(a)
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(-a.warmup_rounds, a.rounds):
             row: dict = {"round": k + 1} if k >= 0 else {"round": 0, "warmup": True}
@@ -296,7 +344,7 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
     return {"base_url": a.base_url, "model": a.model, "tokenizer": tokenizer,
             "config": {"requests": a.requests, "concurrency": a.concurrency, "input_len": a.input_len,
                        "output_len": a.output_len, "qwen_prompt_tokens": prompt_tokens, "rounds": a.rounds,
-                       "warmup_rounds": a.warmup_rounds},
+                       "warmup_rounds": a.warmup_rounds, "prompts": a.prompts},
             "warmup": warmups, "rounds": rounds, "ratios": ratios, "warnings": warnings}
 
 

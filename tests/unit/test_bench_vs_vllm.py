@@ -61,3 +61,14 @@ def test_the_first_wave_is_told_apart_by_start_time_not_by_list_order():
     # the two earliest (10.0, 10.1) are the first wave; 0.0 is a failed request and is left out
     assert vs.waves(res, 2) == {"ttft_first_wave_ms": 200.0, "ttft_rest_ms": 30.0}
     assert vs.waves({}, 8) == {"ttft_first_wave_ms": None, "ttft_rest_ms": None}
+
+
+def test_vllm_replays_prompts_of_the_form_qwen_tui_bench_sends():
+    from backend.loadtest import prompt_text
+
+    a, b = vs.qwen_prompts(5, 3), vs.qwen_prompts(5, 3)
+    assert len(a) == 3 and len(set(a)) == 3
+    # the same words after a run tag of the same length as bench's own: the same token count
+    tag = a[0].split(" ")[1][: -len("0.")]
+    assert a == [prompt_text(i, 5, tag) for i in range(3)]
+    assert a[0] != b[0]  # a fresh tag each run: no prefix-cache hit on an earlier run's prompts
