@@ -1,20 +1,29 @@
 """`qwen-tui bench` beside `vllm bench serve` on one server, alternating, with the ratios.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_vs_vllm.py [--rounds 3] [--json] [--out FILE]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_vs_vllm.py [--rounds 3] [--warmup-rounds 1] [--json] [--out FILE]
         [--base-url URL --model NAME --no-start] [--requests 64] [--concurrency 8]
-        [--input-len 128] [--output-len 128] [--tokenizer DIR]
+        [--input-len 128] [--output-len 128] [--prompts same|random] [--tokenizer DIR]
 
 Without --no-start it starts the demo server (`qwen-tui --demo`, on --port, default 8019) and
 stops it at the end; with --no-start it measures the server already at --base-url. Each round runs
 both tools (the order swaps every round, so a drift of the machine hits both), each in its own
 process, with the same concurrency, request count, output length (EOS ignored), temperature 0, and
-the same prompt length after the chat template: qwen-tui's --prompt-tokens is set to the prompt
-tokens that vLLM's random dataset produced in the first round (from its own usage counts). Neither
-tool's prompts may come from the prefix cache: vLLM gets a fresh --seed every run (with a repeated
-seed its prompts are cached from the run before, and it skips most of the prefill), qwen-tui tags its
-prompts per run. The server's /metrics, read before and after each run, says how many prompt tokens
-per request it saw and computed, output tokens, and its own mean TTFT, for each tool: the check that
-both asked for the same work.
+the same prompts:
+- `--prompts same` (the default): vLLM's custom dataset replays the prompts `qwen-tui bench` makes
+  (backend.loadtest.prompt_text, --input-len tokens of text plus the chat template, sized with the
+  server's /tokenize), so the two send the same work and differ only in how they send and time it;
+- `--prompts random`: vLLM's random dataset (random token ids decoded to text), and qwen-tui's
+  --prompt-tokens set to the prompt tokens that dataset produced in the first run (its usage
+  counts). The server prefills these more slowly than words (H200, 2026-12-01: its own TTFT was
+  12 % higher for them), so mean TTFT differs by that much while both clocks are right.
+Neither tool's prompts may come from the prefix cache: vLLM gets a fresh --seed and a fresh tag
+every run (with a repeated seed its prompts are cached from the run before, and it skips most of
+the prefill), qwen-tui tags its prompts per run. The server's /metrics, read before and after each
+run, says how many prompt tokens per request it saw and computed, output tokens, and its own mean
+TTFT split into queue and prefill time, for each tool: the check that both asked for the same work.
+vLLM's per-request TTFTs (`--save-detailed`) give its first wave (the first --concurrency requests) apart from the rest.
+A warm-up round of both tools runs first and is not counted: a just-started engine's first waves
+are slow, and with one round that cost fell on whichever tool went first (on the H200, 2026-12-01).
 
 Ratios are qwen-tui / vLLM of the per-round medians; the target is within 5 % on output tok/s and
 mean TTFT. `vllm bench serve` is reached through vllm.entrypoints.cli.main with sys.argv set; on
@@ -74,14 +83,21 @@ def vllm_child(argv: list[str]) -> None:
 
 def run_vllm(a: argparse.Namespace, tokenizer: str, out_dir: Path, tag: str) -> dict:
     name = f"vllm-{tag}.json"
+    if a.prompts == "same":  # qwen-tui's own prompts, tagged for this run (no prefix-cache hits)
+        data = out_dir / f"prompts-{tag}.jsonl"
+        data.write_text("".join(json.dumps({"prompt": p}) + "\n"
+                                for p in qwen_prompts(a.words, a.requests)))
+        dataset = ["--dataset-name", "custom", "--dataset-path", str(data), "--custom-output-len",
+                   str(a.output_len), "--skip-chat-template", "--disable-shuffle"]
+    else:
+        dataset = ["--dataset-name", "random", "--random-input-len", str(a.input_len), "--random-output-len",
+                   str(a.output_len), "--random-range-ratio", "0"]
     argv = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--base-url", a.base_url,
-            "--model", a.model, "--tokenizer", tokenizer, "--dataset-name", "random",
-            "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len),
-            "--random-range-ratio", "0", "--num-prompts", str(a.requests), "--max-concurrency",
-            str(a.concurrency), "--ignore-eos", "--temperature", "0", "--disable-tqdm",
+            "--model", a.model, "--tokenizer", tokenizer, *dataset, "--num-prompts", str(a.requests),
+            "--max-concurrency", str(a.concurrency), "--ignore-eos", "--temperature", "0", "--disable-tqdm",
             "--seed", str(a.seed + int(tag)),
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--save-result", "--result-dir", str(out_dir), "--result-filename", name]
+            "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", name]
     proc = subprocess.run([sys.executable, __file__, "--vllm-child", *argv], capture_output=True, text=True,
                           timeout=a.timeout, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     path = out_dir / name
@@ -91,7 +107,48 @@ def run_vllm(a: argparse.Namespace, tokenizer: str, out_dir: Path, tag: str) -> 
     return json.loads(path.read_text())
 
 
+def waves(res: dict, concurrency: int) -> dict[str, float | None]:
+    """Mean TTFT of the first `concurrency` requests vLLM sent (they reach an engine that has been
+    idle) and of the rest, from `--save-detailed`'s start_times and ttfts: a cold first wave is
+    what a warm-up round is for."""
+    pairs = sorted((s, t) for s, t in zip(res.get("start_times") or [], res.get("ttfts") or [], strict=False)
+                   if isinstance(s, (int, float)) and isinstance(t, (int, float)) and t > 0)
+    first, rest = [t for _, t in pairs[:concurrency]], [t for _, t in pairs[concurrency:]]
+    return {"ttft_first_wave_ms": round(statistics.mean(first) * 1000, 1) if first else None,
+            "ttft_rest_ms": round(statistics.mean(rest) * 1000, 1) if rest else None}
+
+
 # -- the qwen-tui side ---------------------------------------------------------------------------------
+def qwen_prompts(words: int, n: int) -> list[str]:
+    """n prompts as `qwen-tui bench` makes them (backend.loadtest.prompt_text), under a fresh run tag of
+    the same form as its own (the same token count, no prefix shared with any other run)."""
+    from backend.loadtest import prompt_text, run_tag
+
+    run = run_tag()
+    return [prompt_text(i, words, run) for i in range(n)]
+
+
+def size_prompts(a: argparse.Namespace) -> tuple[int, int]:
+    """(prompt tokens after the template, words) for --prompts same: --input-len tokens of text plus
+    the chat template's own, sized with the server's /tokenize the way `qwen-tui bench` sizes them."""
+    import asyncio
+
+    import httpx
+
+    from backend.loadtest import BenchConfig, prepare, run_tag
+
+    async def go() -> tuple[int, int]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            alone = (await client.post(a.base_url + "/tokenize", json={
+                "model": a.model, "add_generation_prompt": True,
+                "messages": [{"role": "user", "content": ""}]})).json()["count"]
+            cfg = BenchConfig(requests=a.requests, prompt_tokens=a.input_len + int(alone), max_tokens=a.output_len)
+            prep = await prepare(client, a.base_url, a.model, {}, cfg, None, run_tag())  # sized with a tag, as bench
+            return cfg.prompt_tokens, prep.words
+
+    return asyncio.run(go())
+
+
 def qwen_argv(a: argparse.Namespace) -> list[str]:
     host, port = a.base_url.split("://", 1)[-1].rstrip("/").rsplit(":", 1)
     out = ["--demo"] if a.started else []
@@ -123,7 +180,11 @@ SERVER_COUNTERS = {"prompt": "vllm:prompt_tokens_total", "generation": "vllm:gen
                    "requests": "vllm:request_success_total",
                    "ttft_sum": "vllm:time_to_first_token_seconds_sum",
                    "ttft_count": "vllm:time_to_first_token_seconds_count",
-                   "computed": "vllm:request_prefill_kv_computed_tokens_sum"}
+                   "computed": "vllm:request_prefill_kv_computed_tokens_sum",
+                   "queue_sum": "vllm:request_queue_time_seconds_sum",
+                   "queue_count": "vllm:request_queue_time_seconds_count",
+                   "prefill_sum": "vllm:request_prefill_time_seconds_sum",
+                   "prefill_count": "vllm:request_prefill_time_seconds_count"}
 
 
 def server_counts(base_url: str) -> dict[str, float]:
@@ -137,9 +198,9 @@ def server_counts(base_url: str) -> dict[str, float]:
 
 def per_request(before: dict, after: dict) -> dict[str, float | None]:
     """What the server saw from one tool's run (its warm-up included): tokens per request, its own
-    mean TTFT (arrival to first token) and the prompt tokens it computed (the rest came from the
-    prefix cache)."""
-    d = {k: after[k] - before[k] for k in after}
+    mean TTFT (arrival to first token), how that TTFT splits into waiting in the scheduler's queue and
+    the prefill itself, and the prompt tokens it computed (the rest came from the prefix cache)."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in SERVER_COUNTERS}
     n = d["requests"]
     if n <= 0:
         return {"requests": 0, "prompt_tokens": None, "output_tokens": None}
@@ -147,6 +208,9 @@ def per_request(before: dict, after: dict) -> dict[str, float | None]:
            "ttft_mean_ms": round(d["ttft_sum"] / d["ttft_count"] * 1000, 1) if d["ttft_count"] > 0 else None}
     if d["computed"] > 0:
         out["prompt_tokens_computed"] = round(d["computed"] / n, 1)
+    for part in ("queue", "prefill"):
+        if d[f"{part}_count"] > 0:
+            out[f"{part}_mean_ms"] = round(d[f"{part}_sum"] / d[f"{part}_count"] * 1000, 1)
     return out
 
 
@@ -205,9 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8019, help="port for the demo server this script starts")
     p.add_argument("--tokenizer", help="tokenizer dir for vLLM's random prompts (default: /v1/models root)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup-rounds", type=int, default=1,
+                   help="rounds of both tools run first and not counted (a just-started engine's first waves are slow)")
     p.add_argument("--requests", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--input-len", type=int, default=128, help="vLLM random input tokens (before the template)")
+    p.add_argument("--input-len", type=int, default=128, help="prompt tokens before the chat template")
+    p.add_argument("--prompts", choices=("same", "random"), default="same",
+                   help="same: vLLM sends qwen-tui's own prompts (its custom dataset); random: vLLM's random "
+                        "dataset, qwen-tui's prompts sized to the same token count")
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--timeout", type=float, default=900, help="seconds for one tool's run")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -240,10 +309,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
-    rounds, prompt_tokens = [], None
+    rounds, warmups, prompt_tokens = [], [], None
+    if a.prompts == "same":
+        prompt_tokens, a.words = size_prompts(a)
     with tempfile.TemporaryDirectory() as tmp:
-        for k in range(a.rounds):
-            row: dict = {"round": k + 1}
+        for k in range(-a.warmup_rounds, a.rounds):
+            row: dict = {"round": k + 1} if k >= 0 else {"round": 0, "warmup": True}
             order = ("vllm", "qwen") if k % 2 == 0 or prompt_tokens is None else ("qwen", "vllm")
             for tool in order:
                 before = server_counts(a.base_url)
@@ -252,6 +323,7 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
                     res = run_vllm(a, tokenizer, Path(tmp), str(k + 1))
                     row["vllm"] = {fig: res.get(key) for fig, (_, key) in FIGURES.items()}
                     row["vllm"]["prompt_tokens"] = round(res["total_input_tokens"] / max(1, res["completed"]), 1)
+                    row["vllm"].update(waves(res, a.concurrency))
                     prompt_tokens = prompt_tokens or round(row["vllm"]["prompt_tokens"])
                 else:
                     rep = run_qwen(a, prompt_tokens)
@@ -259,7 +331,7 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
                     row["qwen"]["prompt_tokens"] = rep.get("prompt_tokens")
                 row[tool]["process_s"] = round(time.perf_counter() - t0, 1)
                 row[tool]["server_saw"] = per_request(before, server_counts(a.base_url))
-            rounds.append(row)
+            (warmups if k < 0 else rounds).append(row)
             print_round(row)
     ratios = summarize(rounds)
     for fig in TARGETS:  # the paired view: each round's own ratio, the spread the medians hide
@@ -271,8 +343,9 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
         print(f"warning: {w}", file=sys.stderr)
     return {"base_url": a.base_url, "model": a.model, "tokenizer": tokenizer,
             "config": {"requests": a.requests, "concurrency": a.concurrency, "input_len": a.input_len,
-                       "output_len": a.output_len, "qwen_prompt_tokens": prompt_tokens, "rounds": a.rounds},
-            "rounds": rounds, "ratios": ratios, "warnings": warnings}
+                       "output_len": a.output_len, "qwen_prompt_tokens": prompt_tokens, "rounds": a.rounds,
+                       "warmup_rounds": a.warmup_rounds, "prompts": a.prompts},
+            "warmup": warmups, "rounds": rounds, "ratios": ratios, "warnings": warnings}
 
 
 def comparable(rounds: list[dict]) -> list[str]:
@@ -295,11 +368,15 @@ def print_round(row: dict) -> None:
     for tool in ("vllm", "qwen"):
         r = row[tool]
         saw = r["server_saw"]
-        print(f"round {row['round']} {tool:5s}: {_f(r['output_tok_s'])} tok/s, TTFT mean {_f(r['ttft_mean_ms'])} "
-              f"ms, TPOT mean {_f(r['tpot_mean_ms'], '.2f')} ms, ITL mean {_f(r['itl_mean_ms'], '.2f')} ms, "
+        label = "warm-up (not counted)" if row.get("warmup") else f"round {row['round']}"
+        wave = (f" (first wave {_f(r['ttft_first_wave_ms'])}, rest {_f(r.get('ttft_rest_ms'))})"
+                if r.get("ttft_first_wave_ms") is not None else "")
+        print(f"{label} {tool:5s}: {_f(r['output_tok_s'])} tok/s, TTFT mean {_f(r['ttft_mean_ms'])} ms{wave}, "
+              f"TPOT mean {_f(r['tpot_mean_ms'], '.2f')} ms, ITL mean {_f(r['itl_mean_ms'], '.2f')} ms, "
               f"prompt {r['prompt_tokens']} tok; server saw {saw['prompt_tokens']} prompt "
               f"({saw.get('prompt_tokens_computed', '?')} computed) + {saw['output_tokens']} output tok/request, "
-              f"TTFT {_f(saw.get('ttft_mean_ms'))} ms", file=sys.stderr, flush=True)
+              f"TTFT {_f(saw.get('ttft_mean_ms'))} ms = queue {_f(saw.get('queue_mean_ms'))} + prefill "
+              f"{_f(saw.get('prefill_mean_ms'))} ms + the rest", file=sys.stderr, flush=True)
 
 
 def print_summary(ratios: dict) -> None:

@@ -44,3 +44,31 @@ def test_what_the_server_saw_per_request():
     saw = vs.per_request(before, after)
     assert saw == {"requests": 4.0, "prompt_tokens": 168.0, "output_tokens": 128.0, "ttft_mean_ms": 250.0,
                    "prompt_tokens_computed": 100.0}
+
+
+def test_the_server_splits_its_ttft_into_queue_and_prefill():
+    zero = dict.fromkeys(vs.SERVER_COUNTERS, 0.0)
+    after = dict(zero, requests=8.0, ttft_sum=0.8, ttft_count=8.0, queue_sum=0.16, queue_count=8.0,
+                 prefill_sum=0.48, prefill_count=8.0, prompt=8 * 168.0, generation=8 * 128.0)
+    saw = vs.per_request(zero, after)
+    assert (saw["ttft_mean_ms"], saw["queue_mean_ms"], saw["prefill_mean_ms"]) == (100.0, 20.0, 60.0)
+    # a server without the histograms (an older vLLM): no figure rather than a zero
+    assert "queue_mean_ms" not in vs.per_request(zero, dict(zero, requests=1.0))
+
+
+def test_the_first_wave_is_told_apart_by_start_time_not_by_list_order():
+    res = {"start_times": [10.3, 10.0, 10.1, 11.0, 12.0], "ttfts": [0.02, 0.3, 0.1, 0.04, 0.0]}
+    # the two earliest (10.0, 10.1) are the first wave; 0.0 is a failed request and is left out
+    assert vs.waves(res, 2) == {"ttft_first_wave_ms": 200.0, "ttft_rest_ms": 30.0}
+    assert vs.waves({}, 8) == {"ttft_first_wave_ms": None, "ttft_rest_ms": None}
+
+
+def test_vllm_replays_prompts_of_the_form_qwen_tui_bench_sends():
+    from backend.loadtest import prompt_text
+
+    a, b = vs.qwen_prompts(5, 3), vs.qwen_prompts(5, 3)
+    assert len(a) == 3 and len(set(a)) == 3
+    # the same words after a run tag of the same length as bench's own: the same token count
+    tag = a[0].split(" ")[1][: -len("0.")]
+    assert a == [prompt_text(i, 5, tag) for i in range(3)]
+    assert a[0] != b[0]  # a fresh tag each run: no prefix-cache hit on an earlier run's prompts
