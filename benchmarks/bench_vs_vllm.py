@@ -173,6 +173,13 @@ def run_qwen(a: argparse.Namespace, prompt_tokens: int) -> dict:
     return rep
 
 
+def _children_cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def pinned(a: argparse.Namespace):  # type: ignore[no-untyped-def]
     """preexec_fn that keeps a client off the demo engine's core (None: no pinning)."""
     cpus = a.client_cpus
@@ -334,7 +341,7 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
             order = ("vllm", "qwen") if k % 2 == 0 or prompt_tokens is None else ("qwen", "vllm")
             for tool in order:
                 before = server_counts(a.base_url)
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), _children_cpu()
                 if tool == "vllm":
                     res = run_vllm(a, tokenizer, Path(tmp), str(k + 1))
                     row["vllm"] = {fig: res.get(key) for fig, (_, key) in FIGURES.items()}
@@ -346,6 +353,8 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
                     row["qwen"] = {fig: pick_qwen(rep, path) for fig, (path, _) in FIGURES.items()}
                     row["qwen"]["prompt_tokens"] = rep.get("prompt_tokens")
                 row[tool]["process_s"] = round(time.perf_counter() - t0, 1)
+                # the client's CPU, its start-up included: on the demo it shares cores with the server
+                row[tool]["client_cpu_s"] = round(_children_cpu() - cpu0, 1)
                 row[tool]["server_saw"] = per_request(before, server_counts(a.base_url))
             (warmups if k < 0 else rounds).append(row)
             print_round(row)
@@ -394,7 +403,8 @@ def print_round(row: dict) -> None:
               f"prompt {r['prompt_tokens']} tok; server saw {saw['prompt_tokens']} prompt "
               f"({saw.get('prompt_tokens_computed', '?')} computed) + {saw['output_tokens']} output tok/request, "
               f"TTFT {_f(saw.get('ttft_mean_ms'))} ms = queue {_f(saw.get('queue_mean_ms'))} + prefill "
-              f"{_f(saw.get('prefill_mean_ms'))} ms + the rest", file=sys.stderr, flush=True)
+              f"{_f(saw.get('prefill_mean_ms'))} ms + the rest; client CPU {_f(r.get('client_cpu_s'))} s "
+              f"in {_f(r.get('process_s'))} s", file=sys.stderr, flush=True)
 
 
 def print_summary(ratios: dict) -> None:

@@ -293,3 +293,17 @@ def test_a_monitor_shut_down_while_it_opens_releases_nvml(fake: FakeNvml) -> Non
     mon.shutdown()  # does not wait for the opener
     opener.join()
     assert fake.calls["nvmlInit"] == 1 and fake.calls["nvmlShutdown"] == 1 and not mon.available()
+
+
+def test_recorded_console_on_the_h200_opened_nvml_itself_after_its_first_frame() -> None:
+    """benchmarks/console_gpu_probe.py on the real H200 (session 6) with the monitor made unopened, as the
+    console makes it: the console's own thread opened NVML and its GPU panel filled in."""
+    rec = json.loads((FIXTURES / "h200-console-panels-opened-after-first-frame.json").read_text())
+    assert rec["nvml_opened_by_console"] is True and 0 < rec["first_panel_s"] < 2
+    (panel,) = rec["panels"]
+    rows = dict(panel["rows"])
+    assert panel["title"] == "GPU 0 · NVIDIA H200"
+    assert rows["memory"].endswith("/ 140.4 GiB") and rows["PCIe"] == "Gen5/5 x16/16"
+    assert rows["proc"].endswith("not ours")  # the probe's own 4 GiB holder, not a vLLM process
+    (s,) = rec["samples"]
+    assert s["memory_total_bytes"] == H200_TOTAL
