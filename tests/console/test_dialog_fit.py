@@ -165,3 +165,32 @@ async def test_in_the_chat_esc_closes_the_keys_panel_not_the_reply_nor_the_chat(
         assert pane.streaming and app.screen.query_one(TabbedContent).active == "tab-chat"
         await pilot.press("escape")  # with no panel open, esc is the chat's again: it stops the reply
         assert await wait_until(pilot, lambda: not pane.streaming)
+
+
+def _pushed():
+    from backend import orphans
+    from tests.helpers.console import ScriptedClient
+    from tui.screens.context_fit import ContextFitScreen
+    from tui.screens.exposure import ExposureScreen
+    from tui.screens.orphans import OrphanScreen
+    from tui.screens.preflight import PreflightScreen
+
+    long = "the longest line this dialog says, in words a user reads at 80 columns without losing its end"
+    return {
+        "preflight": lambda: PreflightScreen([{"kind": "memory", "message": long, "fix": "server.max_model_len = 4096",
+                                               "severity": "error"}]),
+        "context_fit": lambda: ContextFitScreen(long, 2, 4096),
+        "exposure": lambda: ExposureScreen(long),
+        "orphans": lambda: OrphanScreen(orphans.OrphanScan([], None, "test"), ScriptedClient([Poll(state={})])),
+    }
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("name", ["preflight", "context_fit", "exposure", "orphans"])
+async def test_the_start_and_send_dialogs_show_their_text_whole(qhome, size, name):
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=size) as pilot:
+        screen = _pushed()[name]()
+        app.push_screen(screen)
+        assert await wait_until(pilot, lambda: app.screen is screen)
+        await _assert_fits(app, pilot, size)
