@@ -1,11 +1,12 @@
 """`qwen-tui bench` beside `vllm bench serve` on one server, alternating, with the ratios.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_vs_vllm.py [--rounds 3] [--warmup-rounds 1] [--json] [--out FILE]
-        [--base-url URL --model NAME --no-start] [--requests 64] [--concurrency 8]
+        [--base-url URL --model NAME --no-start] [--no-pin] [--requests 64] [--concurrency 8]
         [--input-len 128] [--output-len 128] [--prompts same|random] [--tokenizer DIR]
 
-Without --no-start it starts the demo server (`qwen-tui --demo`, on --port, default 8019) and
-stops it at the end; with --no-start it measures the server already at --base-url. Each round runs
+Without --no-start it starts the demo server (`qwen-tui --demo`, on --port, default 8019) with its
+engine's threads bound to the first core and both clients kept to the other cores (`--no-pin`: not),
+and stops it at the end; with --no-start it measures the server already at --base-url. Each round runs
 both tools (the order swaps every round, so a drift of the machine hits both), each in its own
 process, with the same concurrency, request count, output length (EOS ignored), temperature 0, and
 the same prompts:
@@ -99,6 +100,7 @@ def run_vllm(a: argparse.Namespace, tokenizer: str, out_dir: Path, tag: str) -> 
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
             "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", name]
     proc = subprocess.run([sys.executable, __file__, "--vllm-child", *argv], capture_output=True, text=True,
+                          preexec_fn=pinned(a),
                           timeout=a.timeout, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     path = out_dir / name
     if proc.returncode != 0 or not path.exists():
@@ -160,7 +162,8 @@ def run_qwen(a: argparse.Namespace, prompt_tokens: int) -> dict:
     cmd = [sys.executable, "-m", "tui.entry", *qwen_argv(a), "bench", "--json", "--requests", str(a.requests),
            "--concurrency", str(a.concurrency), "--max-tokens", str(a.output_len),
            "--prompt-tokens", str(prompt_tokens)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, cwd=ROOT, env=_env())
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, cwd=ROOT, env=_env(),
+                          preexec_fn=pinned(a))
     try:
         rep = json.loads(proc.stdout)
     except ValueError:
@@ -168,6 +171,12 @@ def run_qwen(a: argparse.Namespace, prompt_tokens: int) -> dict:
     if rep.get("error"):
         raise SystemExit(f"qwen-tui bench: {rep['error']}\n  fix: {rep.get('fix')}")
     return rep
+
+
+def pinned(a: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """preexec_fn that keeps a client off the demo engine's core (None: no pinning)."""
+    cpus = a.client_cpus
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
 
 
 def _env() -> dict[str, str]:
@@ -223,7 +232,8 @@ def start_demo(a: argparse.Namespace) -> None:
     # no prefix cache: vLLM's random prompts are runs of consecutive token ids from a random offset,
     # and on the demo's 525-id vocabulary two of them often share a prefix, so the cache served
     # ~30 % of vLLM's prompt tokens and none of qwen-tui's (on a real vocabulary that never happens)
-    cmd = [sys.executable, "-m", "tui.entry", *qwen_argv(a), "--set", "server.enable_prefix_caching=false",
+    pin = ["--set", f"server.env.VLLM_CPU_OMP_THREADS_BIND={a.server_cpu}"] if a.client_cpus else []
+    cmd = [sys.executable, "-m", "tui.entry", *qwen_argv(a), "--set", "server.enable_prefix_caching=false", *pin,
            "serve", "--detach", "--wait", "600"]
     print(f"starting the demo server on {a.base_url} (1-2 minutes)…", file=sys.stderr)
     if subprocess.run(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL).returncode != 0:
@@ -267,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="served model name (default: the first /v1/models lists)")
     p.add_argument("--no-start", action="store_true", help="use the server already running at --base-url")
     p.add_argument("--port", type=int, default=8019, help="port for the demo server this script starts")
+    p.add_argument("--no-pin", action="store_true", help="do not give the demo engine a core of its own")
     p.add_argument("--tokenizer", help="tokenizer dir for vLLM's random prompts (default: /v1/models root)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup-rounds", type=int, default=1,
@@ -287,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--no-start needs --base-url")
     a.base_url = (a.base_url or f"http://127.0.0.1:{a.port}").rstrip("/")
     a.started = not a.no_start
+    # the demo shares this machine's cores with both clients: its engine gets one core to itself and
+    # the clients the others, so neither tool's own CPU use slows the server it measures
+    cpus = sorted(os.sched_getaffinity(0))
+    a.server_cpu = cpus[0]
+    a.client_cpus = set(cpus[1:]) if a.started and not a.no_pin and len(cpus) >= 2 else None
     # a fresh seed: vLLM's random prompts of an earlier run with the same seed sit in the server's
     # prefix cache, and a cached prompt skips its prefill (TTFT reads low, throughput high)
     a.seed = int(time.time()) % 1_000_000 * 100
@@ -344,7 +360,9 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
     return {"base_url": a.base_url, "model": a.model, "tokenizer": tokenizer,
             "config": {"requests": a.requests, "concurrency": a.concurrency, "input_len": a.input_len,
                        "output_len": a.output_len, "qwen_prompt_tokens": prompt_tokens, "rounds": a.rounds,
-                       "warmup_rounds": a.warmup_rounds, "prompts": a.prompts},
+                       "warmup_rounds": a.warmup_rounds, "prompts": a.prompts,
+                       "engine_cpu": a.server_cpu if a.client_cpus else None,
+                       "client_cpus": sorted(a.client_cpus) if a.client_cpus else None},
             "warmup": warmups, "rounds": rounds, "ratios": ratios, "warnings": warnings}
 
 

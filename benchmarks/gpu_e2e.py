@@ -100,7 +100,7 @@ async def console_probe(out: Path) -> dict:
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
 
-    gpus = GpuMonitor()
+    gpus = GpuMonitor(start=False)  # as the console makes it (tui/entry.py): opened after the first frame
     app = make_app(load(), ServerClient([]), gpus)
     text = ""
     async with app.run_test(size=(160, 50)) as pilot:

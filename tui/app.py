@@ -66,6 +66,10 @@ class QwenApp(App):
             gc.freeze()
             gc.enable()
 
+    def _freeze_gc(self) -> None:
+        gc.freeze()
+        gc.enable()  # on since the first frame; from here on whatever happened to that frame
+
     def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
         daemon_threads.install(loop)  # a blocking call still running never holds the process at exit
@@ -74,7 +78,7 @@ class QwenApp(App):
         if self.freeze_gc:
             # what the start-up built lives as long as the console: out of the cyclic GC's sight, so
             # that a full collection (~50-80 ms with it, in the middle of a streamed reply) stays short
-            self.set_timer(1.0, gc.freeze)
+            self.set_timer(1.0, self._freeze_gc)
         # Textual does not handle these: an SSH drop (HUP) or a kill (TERM) exits cleanly and
         # leaves the server running; it lives in its own supervisor process.
         for sig in (signal.SIGHUP, signal.SIGTERM):

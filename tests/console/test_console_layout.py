@@ -67,7 +67,8 @@ async def test_every_ledger_label_keeps_to_one_line_in_a_40_column_panel(qhome):
         console = Console(width=width, record=True, file=io.StringIO())
         console.print(ledger.content)
         lines = console.export_text().splitlines()
-        for label in ("weights/GPU", "KV GiB/GPU", "KV tokens", "max conc.", "KV B/token", "decode tok/s"):
+        for label in ("weights/GPU", "KV GiB/GPU", "KV tokens", "max conc.", "KV B/tok/GPU", "KV B/token",
+                      "decode tok/s"):
             row = next((ln for ln in lines if label in ln), None)
             assert row is not None, f"{label!r} wraps:\n" + "\n".join(lines)
             assert any(ch.isdigit() or ch == "—" for ch in row.split(label)[1]), row  # its figures beside it
@@ -228,3 +229,23 @@ async def test_an_unknown_theme_is_said_once_the_console_runs(qhome):
         assert await wait_until(pilot, lambda: notes)
         assert notes[0] == ("theme 'no-such-theme' not found; using textual-dark", "warning")
         assert app.theme == "textual-dark"
+
+
+async def test_the_startup_timeline_ends_with_when_ready_came_not_an_ellipsis(qhome):
+    """An H200 run showed '▸ ready …' under READY: ready is the end of the phases, not one under way."""
+    timeline = [("starting", 100.0, 41.2), ("loading_weights", 141.2, 2.0), ("cuda_graphs", 143.2, 3.0),
+                ("ready", 146.2, None)]
+    app, _ = app_with([Poll(state=READY, parsed=BIG, timeline=timeline)], qhome)
+    async with app.run_test(size=(160, 50)) as pilot:
+        panel = app.screen.query_one(FiguresPanel)
+        assert await wait_until(pilot, lambda: "ready" in "".join(region_text(app, panel)) and
+                                "at 46.2 s" in "".join(region_text(app, panel)))
+        text = "\n".join(region_text(app, panel))
+        assert "41.2 s" in text and "…" not in text, text
+    # a phase still under way keeps its ellipsis
+    app, _ = app_with([Poll(state={"state": "starting"}, parsed=BIG, timeline=timeline[:2] + [("cuda_graphs", 143.2,
+                                                                                               None)])], qhome)
+    async with app.run_test(size=(160, 50)) as pilot:
+        panel = app.screen.query_one(FiguresPanel)
+        assert await wait_until(pilot, lambda: "cuda_graphs" in "".join(region_text(app, panel)))
+        assert "…" in "\n".join(region_text(app, panel))

@@ -188,3 +188,19 @@ async def test_the_last_attempts_failure_stays_on_screen_while_the_next_one_star
         assert "attempt 1 FAILED: memory_in_use" in text and "stop --orphans" in text
         assert banner.has_class("-earlier")
         assert await wait_until(pilot, lambda: not banner.has_class("-shown"), tries=100)
+
+
+async def test_the_gc_the_start_turned_off_is_back_on_after_the_first_frame(qhome):
+    """tui/entry.py turns the cyclic GC off for the start (issue 16); the console's app turns it
+    back on once its first frame is out, and never leaves it off."""
+    import gc
+
+    app = make_app(load(), ScriptedClient([Poll(state={"state": "stopped"})]), freeze_gc=True)
+    gc.disable()
+    try:
+        async with app.run_test() as pilot:
+            assert await wait_until(pilot, gc.isenabled, tries=10)  # half a second: the first frame, not the 1 s timer
+            assert app.screen.query_one(StatusBar).last_text.startswith("● STOPPED")
+    finally:
+        gc.enable()
+        gc.unfreeze()  # the test process's: many apps share it

@@ -72,3 +72,24 @@ def test_vllm_replays_prompts_of_the_form_qwen_tui_bench_sends():
     tag = a[0].split(" ")[1][: -len("0.")]
     assert a == [prompt_text(i, 5, tag) for i in range(3)]
     assert a[0] != b[0]  # a fresh tag each run: no prefix-cache hit on an earlier run's prompts
+
+
+def test_the_h200_records_summarize_as_they_were_printed():
+    """The kept H200 runs (tests/fixtures/gpu/h200-bench-vs-vllm/): same prompts agree within 5 %;
+    vLLM's random-text prompts do not on TTFT, and the server's own TTFT says the work differed."""
+    import json
+    import statistics
+
+    from tests.helpers import FIXTURES
+
+    base = FIXTURES / "gpu" / "h200-bench-vs-vllm"
+    same, rand = (json.loads((base / m / "vs_vllm.json").read_text()) for m in ("same", "random"))
+    for rec in (same, rand):
+        again = vs.summarize(rec["rounds"])
+        assert {k: again[k]["ratio"] for k in again} == {k: rec["ratios"][k]["ratio"] for k in again}
+        assert len(rec["rounds"]) == 5 and len(rec["warmup"]) == 1  # the warm-up is not in the medians
+    assert same["ratios"]["output_tok_s"]["within_target"] and same["ratios"]["ttft_mean_ms"]["within_target"]
+    assert not rand["ratios"]["ttft_mean_ms"]["within_target"]
+    server = {t: statistics.median(r[t]["server_saw"]["ttft_mean_ms"] for r in rand["rounds"])
+              for t in ("qwen", "vllm")}
+    assert server["qwen"] / server["vllm"] < 0.95  # the server, not qwen-tui's clock, was faster for qwen-tui

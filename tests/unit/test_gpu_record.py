@@ -27,10 +27,12 @@ def parse(name: str, exit_code: int | None = None) -> dict:
     return p.snapshot()
 
 
-def test_every_check_of_the_recorded_run_passed():
-    assert RECORD["checks"] and all(c["ok"] for c in RECORD["checks"].values()), \
-        {k: v for k, v in RECORD["checks"].items() if not v["ok"]}
-    assert set(RECORD["checks"]) >= {"doctor_no_false_failure", "ready", "chat_below_ceiling",
+@pytest.mark.parametrize("path", ["h200-gpu-e2e.json", "h200-gpu-e2e-run2/gpu_e2e.json"])
+def test_every_check_of_the_recorded_run_passed(path):
+    record = json.loads((GPU / path).read_text())
+    assert record["checks"] and all(c["ok"] for c in record["checks"].values()), \
+        {k: v for k, v in record["checks"].items() if not v["ok"]}
+    assert set(record["checks"]) >= {"doctor_no_false_failure", "ready", "chat_below_ceiling",
                                      "bench_no_failed_request", "kill9_no_false_orphan", "kill9_restarted_ready",
                                      "stop_released", "util017_no_cache_memory_not_restarted", "gpu_empty_at_end"}
 
@@ -59,6 +61,15 @@ def test_ledger_panel_comparison_of_the_real_run():
     r = replay(GPU / "calibration" / "u090-warm.log")
     rows = {row["name"]: row for row in compare(r.ledger.to_dict(), r.vllm)}
     assert rows["KV cache tokens"]["off"] is False and rows["max concurrency"]["off"] is False
+
+
+@pytest.mark.parametrize("log", sorted(p.name for p in (GPU / "calibration").glob("*.log")))
+def test_the_logs_bytes_per_token_per_gpu_is_the_ledgers(log):
+    """Every kept GPU run (dense and MoE shapes, BF16 and fp8 KV): the log's KV GiB over its KV tokens
+    is the ledger's bytes per token per GPU within 0.1 % (the GiB is printed with 2 decimals)."""
+    r = replay(GPU / "calibration" / log)
+    row = compare(r.ledger.to_dict(), r.vllm)[-1]
+    assert row["name"] == "KV bytes per token per GPU" and abs(row["diff_pct"]) < 0.1, row
 
 
 def test_orphan_scan_never_listed_what_the_supervisor_was_reaping():

@@ -333,12 +333,27 @@ def test_compare_rows_and_off_flag():
                           "kv_cache_tokens": int(pred["kv_cache_tokens"] * 0.9),
                           "max_concurrency": None, "weights_gib": 13.77})
     by = {r["name"]: r for r in rows}
-    assert set(by) == {"weights GiB per GPU", "KV cache GiB per GPU", "KV cache tokens", "max concurrency"}
+    assert set(by) == {"weights GiB per GPU", "KV cache GiB per GPU", "KV cache tokens", "max concurrency",
+                       "KV bytes per token per GPU"}
     assert by["KV cache GiB per GPU"]["off"] is False
     assert by["KV cache tokens"]["off"] is True and by["KV cache tokens"]["diff_pct"] > 5
     assert by["max concurrency"]["diff_pct"] is None and by["max concurrency"]["off"] is False
     assert by["weights GiB per GPU"]["off"] is False
     assert compare(pred, {"kv_cache_tokens": 0})[2]["off"] is True
+
+
+def test_compare_derives_the_logs_kv_bytes_per_token_per_gpu():
+    """vLLM prints KV GiB per GPU and tokens, never bytes per token: their ratio is one GPU's bytes per
+    token, the figure the 2× error of the widely read write-up gets wrong."""
+    pred = plan(q14(), repo_defaults(), [R3090] * 2).to_dict()
+    assert (pred["kv_bytes_per_token"], pred["kv_bytes_per_token_per_gpu"]) == (196_608, 98_304)
+    # what a 2×3090 TP=2 start prints: 6.72 GiB, 73,376 tokens (README's figures)
+    row = compare(pred, {"kv_cache_gib": 6.72, "kv_cache_tokens": 73_376})[-1]
+    assert row["name"] == "KV bytes per token per GPU" and row["actual"] == round(6.72 * 2**30 / 73_376)
+    assert abs(row["diff_pct"]) < 0.1 and row["off"] is False
+    wrong = dict(pred, kv_bytes_per_token_per_gpu=2 * 98_304)  # 384 KB in all, as the write-up says
+    assert compare(wrong, {"kv_cache_gib": 6.72, "kv_cache_tokens": 73_376})[-1]["off"] is True
+    assert compare(pred, {"kv_cache_gib": 6.72})[-1]["actual"] is None  # no tokens yet: no figure
 
 
 def test_plan_is_pure_and_repeatable():

@@ -34,6 +34,16 @@ def rows(parsed: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def phase_value(phase: str, start: float | None, seconds: float | None, first: float | None) -> str:
+    """A phase's length; the one under way "…"; ready, which is not a phase but the end of them, says
+    when it came (from the first phase's start: the start-up's length)."""
+    if seconds is not None:
+        return f"{seconds:.1f} s"
+    if phase == "ready":
+        return f"at {start - first:.1f} s" if start is not None and first is not None else "yes"
+    return "…"
+
+
 class FiguresPanel(Static):
     DEFAULT_CSS = """
     FiguresPanel { height: auto; }
@@ -55,6 +65,7 @@ class FiguresPanel(Static):
         table.add_column(overflow="fold")  # wrapped, never cut with an ellipsis
         for name, value in rows(parsed):
             table.add_row(name, value)
-        for phase, _start, seconds in timeline or []:
-            table.add_row(f"  ▸ {phase}", "…" if seconds is None else f"{seconds:.1f} s")
+        first = next((start for _p, start, _s in timeline or [] if start is not None), None)
+        for phase, start, seconds in timeline or []:
+            table.add_row(f"  ▸ {phase}", phase_value(phase, start, seconds, first))
         self.update(table)

@@ -24,7 +24,8 @@ def _fmt(v: Any) -> str:
 # and the side column's scrollbar) keeps every number whole and every label on one line: 13 characters
 # ("weights/GPU" is in GiB, like "KV GiB/GPU")
 SHORT = {"weights GiB per GPU": "weights/GPU", "KV cache GiB per GPU": "KV GiB/GPU",
-         "KV cache tokens": "KV tokens", "max concurrency": "max conc."}
+         "KV cache tokens": "KV tokens", "max concurrency": "max conc.",
+         "KV bytes per token per GPU": "KV B/tok/GPU"}
 
 
 class LedgerPanel(Static):
@@ -55,9 +56,8 @@ class LedgerPanel(Static):
             diff = "" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
             table.add_row(SHORT.get(r["name"], r["name"]), _fmt(r["predicted"]), _fmt(r["actual"]),
                           Text(diff + ("⚠" if r["off"] else ""), warn if r["off"] else "dim"))
-        kv = plan.get("kv_bytes_per_token")
-        per_gpu = plan.get("kv_bytes_per_token_per_gpu")
-        table.add_row("KV B/token", f"{kv:,}" if kv else "—", f"{per_gpu:,}/GPU" if per_gpu else "", "")
+        kv = plan.get("kv_bytes_per_token")  # all GPUs together; the row above is one GPU's share
+        table.add_row("KV B/token", f"{kv:,}" if kv else "—", "", Text("total", "dim"))
         self.last_cells = [c for r in rows for c in (_fmt(r["predicted"]), _fmt(r["actual"]))]
         self.last_cells += [f"{kv:,}"] if kv else []
         ceiling = plan.get("decode_tokens_per_s_ceiling")
