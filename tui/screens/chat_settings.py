@@ -9,7 +9,7 @@ from dataclasses import fields
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
@@ -29,14 +29,15 @@ class ChatSettingsScreen(ModalScreen[ChatParams | None]):
         with Vertical(id="dialog"):
             yield Label(f"Settings of this chat{': ' + self.title_text if self.title_text else ''}",
                         id="question", markup=False)
-            for f in fields(ChatParams):
-                with Horizontal(classes="row"):
-                    yield Label(f.name, classes="name")
-                    yield Input(str(getattr(self.params, f.name)), id=f"param-{f.name}", select_on_focus=False)
-                yield Label(PARAM_HELP[f.name], classes="help", markup=False)
+            with VerticalScroll(id="fields"):  # scrolls at 80×24, its keys line still on screen
+                for f in fields(ChatParams):
+                    with Horizontal(classes="row"):
+                        yield Label(f.name, classes="name")
+                        yield Input(str(getattr(self.params, f.name)), id=f"param-{f.name}", select_on_focus=False)
+                    yield Label(PARAM_HELP[f.name], classes="help", markup=False)
             yield Label("", id="detail", markup=False)
             yield Label("enter: save with this conversation · tab: next field · esc: cancel "
-                        "(new conversations start from [chat])", id="keys")
+                        "(new conversations start from [chat])", id="keys", markup=False)
 
     @on(Input.Submitted)
     def save(self) -> None:

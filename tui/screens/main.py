@@ -63,6 +63,8 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
         Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input
+        # esc closes the keys panel before anything else sees it (the chat's esc would stop a reply)
+        Binding("escape", "hide_keys", "Close the keys", id="keys-close", show=False, priority=True),
     ]
 
     narrow = False
@@ -140,6 +142,8 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_side":
             return self.narrow  # the strip's key, only when there is a strip
+        if action == "hide_keys":
+            return bool(self.query("HelpPanel"))  # otherwise esc goes on to the chat, the search, the filters
         return True
 
     def action_toggle_side(self) -> None:
@@ -298,6 +302,9 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
             self.app.action_hide_help_panel()
         else:
             self.app.action_show_help_panel()
+
+    def action_hide_keys(self) -> None:
+        self.app.action_hide_help_panel()
 
     def action_doctor(self) -> None:
         # start-up: loaded on first use, not before the console's first frame

@@ -82,7 +82,7 @@ class PullScreen(ModalScreen[str | None]):
         repo = self.repo_id or (model if looks_like_repo_id(model) else "")
         with Vertical(id="dialog"):
             yield Label("Get a model: fill in, enter starts", id="summary")
-            with Vertical(id="form"):
+            with VerticalScroll(id="form"):  # scrolls at 80×24, its keys line still on screen
                 with Horizontal(classes="field"):
                     yield Label("repo id", classes="field-label")
                     yield Input(repo, placeholder="Qwen/Qwen2.5-14B-Instruct", id="repo")
@@ -106,6 +106,7 @@ class PullScreen(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         self.query_one("#overall").display = False
+        self.query_one("#files").display = False  # the form has their rows until a pull starts
         self.show_target()
         self.poll_pull()
         if self.query_one("#repo", Input).value:
@@ -210,6 +211,7 @@ class PullScreen(ModalScreen[str | None]):
         self.state, self.alive = data, running
         if self.query_one("#form").display:
             self.query_one("#form").display = False
+            self.query_one("#files").display = True
             self.set_focus(None)  # the form's inputs would take c/k/u as text
         self.query_one("#overall").display = True
         phase = data.get("phase")
