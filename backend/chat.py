@@ -155,14 +155,21 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int, tempe
     return body
 
 
+def connect_error(base_url: str, e: Exception) -> ChatError:
+    return ChatError(f"cannot connect to {base_url}: {e}",
+                     "start the server (key s, or `qwen-tui serve`) and wait for READY")
+
+
+def cut_error(e: Exception) -> ChatError:
+    return ChatError(f"the connection was cut mid-reply: {e}", "the server may have died: check its state and log")
+
+
 def explain_transport_error(base_url: str, e: httpx.TransportError) -> ChatError | None:
     """A refused connection or a stream cut short, explained; None for other transport errors."""
     if isinstance(e, httpx.ConnectError):
-        return ChatError(f"cannot connect to {base_url}: {e}",
-                         "start the server (key s, or `qwen-tui serve`) and wait for READY")
+        return connect_error(base_url, e)
     if isinstance(e, (httpx.RemoteProtocolError, httpx.ReadError)):
-        return ChatError(f"the connection was cut mid-reply: {e}",
-                         "the server may have died: check its state and log")
+        return cut_error(e)
     return None
 
 
@@ -210,7 +217,7 @@ async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]],
                 text = (await resp.aread()).decode("utf-8", "replace")
                 raise explain_http_error(resp.status_code, text, model)
             async for line in _sse_lines(resp):
-                delta = _handle_line(line, result, start)
+                delta = handle_line(line, result, start)
                 if delta is not None:
                     yield delta
     except httpx.TransportError as e:
@@ -237,7 +244,8 @@ async def _sse_lines(resp: httpx.Response) -> AsyncIterator[str]:
         yield buf.decode("utf-8", "replace")
 
 
-def _handle_line(line: str, result: ChatResult, start: float) -> Delta | None:
+def handle_line(line: str, result: ChatResult, start: float) -> Delta | None:
+    """One SSE line of a streamed reply into `result` (times from `start`); the text delta, if any."""
     line = line.strip()
     if not line or line.startswith(":") or not line.startswith("data:"):
         return None

@@ -24,15 +24,16 @@ output tok/s = completed requests' output tokens / wall time of the whole load.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from backend.chat import ChatError, ChatResult, explain_http_error, explain_transport_error, stream_chat
+from backend.chat import ChatError, ChatResult, chat_body, explain_http_error, explain_transport_error, stream_chat
 from backend.httpclient import async_client
 
 MAX_ERRORS = 5
@@ -280,15 +281,35 @@ NO_TOKEN_FIX = ("the server took the request but streamed no token: see the serv
 REQUEST_EXTRA = {"ignore_eos": True, "stream_options": {"include_usage": True}}
 
 
-def make_request_fn(client: httpx.AsyncClient, base_url: str, model: str, api_key: str | None,
-                    words: int, max_tokens: int, run: str = "") -> RequestFn:
+SendFn = Callable[[list[dict[str, str]], int, ChatResult], Awaitable[None]]
+
+
+def httpx_send(client: httpx.AsyncClient, base_url: str, model: str, api_key: str | None) -> SendFn:
+    """Requests through the chat's stream_chat on `client` (tests give it a MockTransport)."""
+    async def send(messages: list[dict[str, str]], max_tokens: int, result: ChatResult) -> None:
+        async for _ in stream_chat(base_url, model, messages, max_tokens=max_tokens, temperature=0.0,
+                                   api_key=api_key, result=result, extra=REQUEST_EXTRA, client=client):
+            pass
+
+    return send
+
+
+def aiohttp_send(session: Any, base_url: str, model: str) -> SendFn:
+    """Requests over aiohttp (backend/loadstream.py: a third of httpx's CPU per streamed token)."""
+    from backend import loadstream
+
+    async def send(messages: list[dict[str, str]], max_tokens: int, result: ChatResult) -> None:
+        body = {**chat_body(model, messages, max_tokens, 0.0), **REQUEST_EXTRA}
+        await loadstream.stream(session, base_url, model, body, result)
+
+    return send
+
+
+def make_request_fn(send: SendFn, words: int, max_tokens: int, run: str = "") -> RequestFn:
     async def one(index: int | str) -> RequestResult:
         res, out = ChatResult(), RequestResult(index if isinstance(index, int) else -1)
         try:
-            async for _ in stream_chat(base_url, model, [{"role": "user", "content": prompt_text(index, words, run)}],
-                                       max_tokens=max_tokens, temperature=0.0, api_key=api_key, result=res,
-                                       extra=REQUEST_EXTRA, client=client):
-                pass
+            await send([{"role": "user", "content": prompt_text(index, words, run)}], max_tokens, res)
         except ChatError as e:
             out.error, out.fix = e.message, e.fix or "see the server log"
         except httpx.TimeoutException as e:
@@ -310,6 +331,20 @@ def make_request_fn(client: httpx.AsyncClient, base_url: str, model: str, api_ke
         return out
 
     return one
+
+
+@contextlib.asynccontextmanager
+async def stream_session(concurrency: int, api_key: str | None,
+                         transport: httpx.AsyncBaseTransport | None) -> AsyncIterator[Any]:
+    """The aiohttp session the streamed requests go through; None when a test gives an httpx
+    transport (then they go through httpx on it)."""
+    if transport is not None:
+        yield None
+        return
+    from backend import loadstream
+
+    async with loadstream.new_session(concurrency, api_key, READ_TIMEOUT_S) as session:
+        yield session
 
 
 @dataclass
@@ -393,11 +428,14 @@ async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | N
     report.update(predicted=predicted, server={"base_url": base_url, "model": model}, notes=[])
     limits = httpx.Limits(max_connections=cfg.concurrency + 4, max_keepalive_connections=cfg.concurrency + 4)
     timeout = httpx.Timeout(connect=5.0, read=READ_TIMEOUT_S, write=30.0, pool=30.0)
-    async with async_client(api_key=api_key, timeout=timeout, limits=limits, transport=transport) as client:
+    async with async_client(api_key=api_key, timeout=timeout, limits=limits, transport=transport) as client, \
+            stream_session(cfg.concurrency, api_key, transport) as session:
         try:
             run = run_tag()
             prep = await prepare(client, base_url, model, headers, cfg, predicted.get("max_model_len"), run)
-            one = make_request_fn(client, base_url, model, api_key, prep.words, prep.max_tokens, run)
+            send = (aiohttp_send(session, base_url, model) if session is not None
+                    else httpx_send(client, base_url, model, api_key))
+            one = make_request_fn(send, prep.words, prep.max_tokens, run)
             if cfg.warmup:
                 warm = await one("warm-up")
                 if not warm.ok:

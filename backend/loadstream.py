@@ -1,0 +1,61 @@
+"""The load test's streamed requests over aiohttp, the client `vllm bench serve` uses.
+
+Why not httpx, which the rest of qwen-tui uses: its pure-Python stack (httpcore, h11, anyio) costs
+~0.24 ms of CPU per streamed token against aiohttp's ~0.07 (benchmarks/bench_client_cpu.py: a FAKE
+server, 8 streams, 2026-12-01). With 8 streams at ~100 tok/s each that is a fifth of a core, and on
+the 2-core demo box it is taken from the server being measured: `bench_vs_vllm.py` read 0.79x
+vLLM's output tok/s there, with the clients on the API server's core. The chunks go through
+chat.handle_line, as the chat's do; errors are the chat's ChatErrors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+
+from backend.chat import ChatError, ChatResult, connect_error, cut_error, explain_http_error, handle_line
+
+
+def new_session(concurrency: int, api_key: str | None, read_timeout_s: float) -> aiohttp.ClientSession:
+    """One session for the whole run: `concurrency` + 4 kept-alive connections, loopback only
+    (no proxy from the environment: trust_env off)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=concurrency + 4),
+        headers=headers, trust_env=False,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=read_timeout_s))
+
+
+async def stream(session: aiohttp.ClientSession, base_url: str, model: str, body: dict[str, Any],
+                 result: ChatResult) -> None:
+    """POST one streamed chat request and fill `result`; its clock starts at the send."""
+    start = time.perf_counter()
+    try:
+        async with session.post(base_url + "/v1/chat/completions", json=body) as resp:
+            if resp.status >= 400:
+                raise explain_http_error(resp.status, await resp.text(errors="replace"), model)
+            buf = b""
+            async for chunk in resp.content.iter_any():
+                buf += chunk
+                if b"\n" not in chunk:
+                    continue
+                *lines, buf = buf.split(b"\n")
+                for raw in lines:
+                    if raw.startswith(b"data:"):
+                        handle_line(raw.decode("utf-8", "replace"), result, start)
+            if buf.startswith(b"data:"):
+                handle_line(buf.decode("utf-8", "replace"), result, start)
+    except aiohttp.ClientConnectorError as e:
+        raise connect_error(base_url, e) from None
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as e:
+        raise cut_error(e) from None
+    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:
+        raise ChatError(f"no reply for {session.timeout.sock_read:.0f} s ({type(e).__name__}): the server may "
+                        "be stuck", "see the server log; `qwen-tui status` says whether it is still ready") from None
+    except aiohttp.ClientError as e:
+        raise ChatError(f"{type(e).__name__}: {e}", "see the server log") from None
+    finally:
+        result.total_s = time.perf_counter() - start
