@@ -5,7 +5,8 @@
         [--input-len 128] [--output-len 128] [--prompts same|random] [--tokenizer DIR]
 
 Without --no-start it starts the demo server (`qwen-tui --demo`, on --port, default 8019) with its
-engine's threads bound to the first core and both clients kept to the other cores (`--no-pin`: not),
+server's every thread (engine, API server, supervisor) on the first core and both clients kept to the
+other cores (`--no-pin`: not),
 and stops it at the end; with --no-start it measures the server already at --base-url. Each round runs
 both tools (the order swaps every round, so a drift of the machine hits both), each in its own
 process, with the same concurrency, request count, output length (EOS ignored), temperature 0, and
@@ -245,6 +246,32 @@ def start_demo(a: argparse.Namespace) -> None:
     print(f"starting the demo server on {a.base_url} (1-2 minutes)…", file=sys.stderr)
     if subprocess.run(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL).returncode != 0:
         raise SystemExit("the demo server did not start: see `qwen-tui logs`")
+    if a.client_cpus:
+        a.server_threads = pin_server(a)
+
+
+def pin_server(a: argparse.Namespace) -> int:
+    """Every thread of the demo's processes (supervisor, API server, engine) onto the engine's core,
+    so that the server never runs on the clients' cores nor they on its; the number of threads."""
+    import psutil
+
+    out = subprocess.run([sys.executable, "-m", "tui.entry", *qwen_argv(a), "status", "--json"], cwd=ROOT,
+                         env=_env(), capture_output=True, text=True)
+    st = json.loads(out.stdout)
+    n = 0
+    for pid in {st.get("supervisor_pid"), st.get("pid")} - {None}:
+        try:
+            procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            continue
+        for proc in procs:
+            for tid in (t.id for t in proc.threads()):
+                try:
+                    os.sched_setaffinity(tid, {a.server_cpu})
+                    n += 1
+                except OSError:
+                    pass
+    return n
 
 
 def stop_demo(a: argparse.Namespace) -> None:
@@ -305,8 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--no-start needs --base-url")
     a.base_url = (a.base_url or f"http://127.0.0.1:{a.port}").rstrip("/")
     a.started = not a.no_start
-    # the demo shares this machine's cores with both clients: its engine gets one core to itself and
-    # the clients the others, so neither tool's own CPU use slows the server it measures
+    # the demo shares this machine's cores with both clients: the server (engine, API server and
+    # supervisor, every thread) gets one core and the clients the others, so neither tool's own CPU
+    # (vllm bench serve's process uses more than its requests: its start-up, its threads) slows the
+    # server it measures
     cpus = sorted(os.sched_getaffinity(0))
     a.server_cpu = cpus[0]
     a.client_cpus = set(cpus[1:]) if a.started and not a.no_pin and len(cpus) >= 2 else None
@@ -370,7 +399,8 @@ def run_all(a: argparse.Namespace, tokenizer: str) -> dict:
             "config": {"requests": a.requests, "concurrency": a.concurrency, "input_len": a.input_len,
                        "output_len": a.output_len, "qwen_prompt_tokens": prompt_tokens, "rounds": a.rounds,
                        "warmup_rounds": a.warmup_rounds, "prompts": a.prompts,
-                       "engine_cpu": a.server_cpu if a.client_cpus else None,
+                       "server_cpu": a.server_cpu if a.client_cpus else None,
+                       "server_threads_pinned": getattr(a, "server_threads", None),
                        "client_cpus": sorted(a.client_cpus) if a.client_cpus else None},
             "warmup": warmups, "rounds": rounds, "ratios": ratios, "warnings": warnings}
 
