@@ -93,3 +93,16 @@ def test_the_h200_records_summarize_as_they_were_printed():
     server = {t: statistics.median(r[t]["server_saw"]["ttft_mean_ms"] for r in rand["rounds"])
               for t in ("qwen", "vllm")}
     assert server["qwen"] / server["vllm"] < 0.95  # the server, not qwen-tui's clock, was faster for qwen-tui
+
+
+def test_the_demo_record_of_twelve_rounds_is_within_target():
+    """tests/fixtures/bench-vs-vllm-demo/: the same prompts, the demo server on one core, 12 rounds."""
+    import json
+
+    from tests.helpers import FIXTURES
+
+    rec = json.loads((FIXTURES / "bench-vs-vllm-demo" / "vs_vllm.json").read_text())
+    again = vs.summarize(rec["rounds"])
+    assert {k: again[k]["ratio"] for k in again} == {k: rec["ratios"][k]["ratio"] for k in again}
+    assert rec["config"]["prompts"] == "same" and rec["config"]["server_threads_pinned"] > 0
+    assert len(rec["rounds"]) == 12 and all(e["within_target"] for e in again.values() if "within_target" in e)
