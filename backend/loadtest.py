@@ -296,7 +296,7 @@ def httpx_send(client: httpx.AsyncClient, base_url: str, model: str, api_key: st
 
 def aiohttp_send(session: Any, base_url: str, model: str) -> SendFn:
     """Requests over aiohttp (backend/loadstream.py: a third of httpx's CPU per streamed token)."""
-    from backend import loadstream
+    from backend import loadstream  # aiohttp only once a load runs: the console's start-up and `status` never import it
 
     async def send(messages: list[dict[str, str]], max_tokens: int, result: ChatResult) -> None:
         body = {**chat_body(model, messages, max_tokens, 0.0), **REQUEST_EXTRA}
@@ -341,7 +341,7 @@ async def stream_session(concurrency: int, api_key: str | None,
     if transport is not None:
         yield None
         return
-    from backend import loadstream
+    from backend import loadstream  # aiohttp only once a load runs (start-up: the console and the CLI)
 
     async with loadstream.new_session(concurrency, api_key, READ_TIMEOUT_S) as session:
         yield session
