@@ -164,6 +164,11 @@ def cut_error(e: Exception) -> ChatError:
     return ChatError(f"the connection was cut mid-reply: {e}", "the server may have died: check its state and log")
 
 
+def stuck_error(seconds: float, e: Exception) -> ChatError:
+    return ChatError(f"no reply for {seconds:.0f} s ({type(e).__name__}): the server may be stuck",
+                     "see the server log; `qwen-tui status` says whether it is still ready")
+
+
 def explain_transport_error(base_url: str, e: httpx.TransportError) -> ChatError | None:
     """A refused connection or a stream cut short, explained; None for other transport errors."""
     if isinstance(e, httpx.ConnectError):

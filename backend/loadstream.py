@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from backend.chat import ChatError, ChatResult, connect_error, cut_error, explain_http_error, handle_line
+from backend.chat import ChatError, ChatResult, connect_error, cut_error, explain_http_error, handle_line, stuck_error
 
 
 def new_session(concurrency: int, api_key: str | None, read_timeout_s: float) -> aiohttp.ClientSession:
@@ -53,8 +53,7 @@ async def stream(session: aiohttp.ClientSession, base_url: str, model: str, body
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as e:
         raise cut_error(e) from None
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:
-        raise ChatError(f"no reply for {session.timeout.sock_read:.0f} s ({type(e).__name__}): the server may "
-                        "be stuck", "see the server log; `qwen-tui status` says whether it is still ready") from None
+        raise stuck_error(session.timeout.sock_read or 0, e) from None
     except aiohttp.ClientError as e:
         raise ChatError(f"{type(e).__name__}: {e}", "see the server log") from None
     finally:

@@ -33,7 +33,15 @@ from typing import Any
 
 import httpx
 
-from backend.chat import ChatError, ChatResult, chat_body, explain_http_error, explain_transport_error, stream_chat
+from backend.chat import (
+    ChatError,
+    ChatResult,
+    chat_body,
+    explain_http_error,
+    explain_transport_error,
+    stream_chat,
+    stuck_error,
+)
 from backend.httpclient import async_client
 
 MAX_ERRORS = 5
@@ -313,8 +321,8 @@ def make_request_fn(send: SendFn, words: int, max_tokens: int, run: str = "") ->
         except ChatError as e:
             out.error, out.fix = e.message, e.fix or "see the server log"
         except httpx.TimeoutException as e:
-            out.error = f"no reply for {READ_TIMEOUT_S:.0f} s ({type(e).__name__}): the server may be stuck"
-            out.fix = "see the server log; `qwen-tui status` says whether it is still ready"
+            stuck = stuck_error(READ_TIMEOUT_S, e)
+            out.error, out.fix = stuck.message, stuck.fix
         except httpx.HTTPError as e:
             out.error, out.fix = f"{type(e).__name__}: {e}", "see the server log"
         out.ttft_s = res.ttft_s
