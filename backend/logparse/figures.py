@@ -135,9 +135,70 @@ def _memprof_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> 
 def _cpu_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
     m = patterns.CPU_KV.search(msg)
     if m:
-        p.set_rank_figure("kv_cache_gib", float(m.group(1)), rank, ev)
-        p.record_figure("kv_cache_budget_gib", float(m.group(2)), None, ev)
+        p.set_rank_figure("kv_cache_gib", float(m.group(2)), rank, ev)
+        p.record_figure("kv_cache_budget_gib", float(m.group(3)), None, ev)  # the node's memory (name kept)
+        p.set_rank_figure("node_total_gib", float(m.group(3)), rank, ev)
+        if m.group(4) is not None:
+            p.set_rank_figure("numa_node", int(m.group(4)), rank, ev)
+        if m.group(5) is not None:
+            p.set_rank_figure("requested_gib", float(m.group(5)), rank, ev)
+            p.set_rank_figure("non_kv_gib", float(m.group(6)), rank, ev)
         p.to_phase("kv_cache", t, ev)
+
+
+def _breakdown(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    """vLLM's own memory breakdown (one line per worker; DEBUG before 0.32, INFO from 0.32)."""
+    m = patterns.FREE_ON_START.search(msg)
+    if m:
+        p.set_rank_figure("device_free_gib", float(m.group(1)), rank, ev)
+        p.set_rank_figure("device_total_gib", float(m.group(2)), rank, ev)
+    m = patterns.DESIRED_UTIL.search(msg)
+    if m:
+        _info(p, "gpu_memory_utilization", m.group(1))
+        p.set_rank_figure("requested_gib", float(m.group(2)), rank, ev)
+    m = patterns.USAGE_WEIGHT.search(msg)
+    if m:
+        p.set_rank_figure("breakdown_weights_gib", float(m.group(1)), rank, ev)
+        p.set_rank_figure("activation_peak_gib", float(m.group(2)), rank, ev)
+        p.set_rank_figure("non_torch_gib", float(m.group(3)), rank, ev)
+        p.set_rank_figure("cuda_graph_memory_gib", float(m.group(4)), rank, ev)
+        p.set_rank_figure("consumed_gib", round(float(m.group(1)) + float(m.group(3)), 2), rank, ev)
+    m = patterns.USAGE_CONSUMED.search(msg)
+    if m:
+        p.set_rank_figure("consumed_gib", float(m.group(1)), rank, ev)
+        p.set_rank_figure("activation_peak_gib", float(m.group(2)), rank, ev)
+        p.set_rank_figure("cuda_graph_memory_gib", float(m.group(3)), rank, ev)
+    m = patterns.KV_SUGGEST.search(msg)
+    if m:
+        p.set_rank_figure("kv_cache_memory_to_requested", int(m.group(1)), rank, ev)
+        p.set_rank_figure("kv_cache_memory_to_gpu", int(m.group(2)), rank, ev)
+    m = patterns.KV_IN_USE.search(msg)
+    if m:
+        v = float(m.group(1))
+        p.set_rank_figure("kv_cache_in_use_gib", round(v / (1 << 30), 2) if m.group(2) == "bytes" else v, rank, ev)
+
+
+def _auto_fit(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.AUTO_FIT.search(msg)
+    if m:
+        if m.group(1):
+            p.record_figure("auto_fit_from", int(m.group(1)), None, ev)
+            p.info["max_model_len"] = int(m.group(2))
+            p.record_figure("max_model_len", int(m.group(2)), None, ev)
+        else:
+            p.record_figure("auto_fit_from", int(m.group(3)), None, ev)
+            p.record_figure("max_model_len", int(m.group(3)), None, ev)
+        p.record_figure("auto_fit", True, None, ev)
+
+
+def _startup_plan(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    m = patterns.PLAN_APPLIED.search(msg)
+    if m:
+        p.record_figure("startup_plan_applied", m.group(1), None, ev)
+        p.set_rank_figure("startup_plan_kv_bytes", int(m.group(2)), rank, ev)
+    m = patterns.PLAN_SAVED.search(msg)
+    if m:
+        p.record_figure("startup_plan_saved", m.group(1).rstrip("."), None, ev)
 
 
 def _weights(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
@@ -203,6 +264,20 @@ def _graph_est(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> N
     m = patterns.GRAPH_EST.search(msg)
     if m:
         p.record_figure("cuda_graph_estimate_gib", float(m.group(1)), None, ev)
+
+
+def _compile_cache(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
+    """Whether this start found torch.compile's cache (warm) or built it (cold), and vLLM's cache key."""
+    if msg.startswith("Using cache directory"):
+        m = patterns.COMPILE_CACHE_DIR.search(msg)
+        if m:
+            p.record_figure("compile_cache_dir", m.group(1), None, ev)
+            p.record_figure("compile_cache_key", m.group(2), None, ev)
+    elif msg.startswith("Directly load the compiled graph"):
+        p.record_figure("compile_cache", "warm", None, ev)
+    elif msg.startswith("Compiling a graph for"):
+        p.record_figure("compile_cache", "cold", None, ev)
+    p.to_phase("profiling", t, ev)
 
 
 def _init_engine(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:
@@ -364,7 +439,12 @@ FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("Memory profiling results", _memprof64),
     ("total_gpu_memory (", _memprof_total),
     ("reserved for KV Cache is", _memprof_kv),
+    ("Free memory on device (", _breakdown),
+    ("Actual usage is ", _breakdown),
+    ("Auto-fit max_model_len", _auto_fit),
+    ("startup plan", _startup_plan),
     ("Auto set (", _cpu_kv),
+    ("Explicitly set (", _cpu_kv),
     ("Model loading took", _weights),
     ("Loading model weights took", _weights_old),
     ("Loading weights took", _load_read),
@@ -376,6 +456,9 @@ FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("Capturing the model for CUDA graphs", _capturing),
     ("Estimated CUDA graph memory", _graph_est),
     ("init engine (profile", _init_engine),
+    ("Using cache directory: ", _compile_cache),
+    ("Directly load the compiled graph", _compile_cache),
+    ("Compiling a graph for ", _compile_cache),
     ("torch.compile t", _compile_total),
     ("Dynamo bytecode transform time", _dynamo),
     ("Warming up model", _warming_up),

@@ -30,7 +30,9 @@ _CONTRACT_FIGURES = ("weights_gib", "weights_seconds", "kv_cache_gib", "kv_cache
                      "listen_url")
 # Per-worker figures: the snapshot shows the one that binds (smallest KV cache, largest/slowest load).
 _RANK_AGG = {"weights_gib": max, "weights_seconds": max, "weights_read_seconds": max, "kv_cache_gib": min,
-             "cuda_graph_seconds": max, "cuda_graph_gib": max, "compile_seconds": max, "dynamo_seconds": max}
+             "cuda_graph_seconds": max, "cuda_graph_gib": max, "compile_seconds": max, "dynamo_seconds": max,
+             "requested_gib": min, "node_total_gib": min, "non_kv_gib": max, "device_free_gib": min,
+             "kv_cache_in_use_gib": min, "kv_cache_memory_to_requested": min, "kv_cache_memory_to_gpu": min}
 _ENGINE_LEVELS = {"weak": 1, "strong": 2, "explicit": 3}
 _ERRORISH = frozenset(("E", "C", None))
 _CODE_ENDS = ("(", ",", "[", "{", "\\", "+", "=")  # a code line that goes on on the next one

@@ -88,7 +88,33 @@ MEMPROF_KV = re.compile(
 )
 BLOCKS = re.compile(r"(?:#\s*)?(?!CPU)([A-Za-z]{3,4}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 AVAIL_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB")
-CPU_KV = re.compile(r"Auto set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
+# vllm/v1/worker/cpu_worker.py (0.32): "Auto set (1.93/13.09) GiB for KV cache on node 0, with 2.62 GiB requested
+# memory for the worker. 0.68 GiB memory was consumed by non-kv usages." and "Explicitly set (4/13.09) GiB ...".
+CPU_KV = re.compile(
+    r"(Auto|Explicitly) set \(([\d.]+)/([\d.]+)\) GiB for KV cache(?: on node (\d+))?"
+    r"(?:, with ([\d.]+) GiB requested memory for the worker\. ([\d.]+) GiB memory was consumed)?"
+)
+# vLLM's own memory breakdown, once per worker (vllm/v1/worker/gpu_worker.py): DEBUG in 0.1x-0.2x ("W GiB for weight,
+# A GiB for peak activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory"), INFO from 0.32 ("C GiB
+# for consumed memory (weights + non-torch), A GiB for peak activation, and G GiB for CUDAGraph memory").
+FREE_ON_START = re.compile(r"Free memory on device \((-?[\d.]+)/([\d.]+) GiB\) on startup")
+DESIRED_UTIL = re.compile(r"Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)")
+USAGE_WEIGHT = re.compile(
+    r"Actual usage is (-?[\d.]+) GiB for weight, (-?[\d.]+) GiB for peak activation, (-?[\d.]+) GiB for "
+    r"non-torch memory, and (-?[\d.]+) GiB for CUDAGraph memory")
+USAGE_CONSUMED = re.compile(
+    r"Actual usage is (-?[\d.]+) GiB for consumed memory \(weights \+ non-torch\), (-?[\d.]+) GiB for peak "
+    r"activation, and (-?[\d.]+) GiB for CUDAGraph memory")
+KV_SUGGEST = re.compile(r"--kv-cache-memory=(\d+)`?(?: \([-\d.]+ GiB\))? to fit into requested memory, or "
+                        r"`?--kv-cache-memory=(\d+)")
+KV_IN_USE = re.compile(r"Current kv cache memory in use is (-?[\d.]+) ?(GiB|bytes)")
+# --max-model-len auto (vllm/v1/core/kv_cache_utils.py): "Auto-fit max_model_len: reduced from 32768 to 20480 to
+# fit in available KV cache memory (3.12 GiB GPU)" / "... full model context length 32768 fits in ...".
+AUTO_FIT = re.compile(r"Auto-fit max_model_len: (?:reduced from (\d+) to (\d+)|full model context length (\d+) fits)"
+                      r"(?:.*?memory \(([\d.]+) GiB)?")
+# VLLM_ENABLE_STARTUP_PLAN=1 (vllm/v1/worker/startup_plan.py)
+PLAN_APPLIED = re.compile(r"Applying persisted startup plan \(fingerprint (\w+)\): kv_cache_memory_bytes=(\d+)")
+PLAN_SAVED = re.compile(r"Saved startup plan to (\S+)")
 NUM_GPU_BLOCKS = re.compile(r"num_gpu_blocks is: (\d+)")
 KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
@@ -99,6 +125,8 @@ GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took (-
 # tqdm bars: "Capturing CUDA graphs (decode, FULL): 100%|██████████| 5/5 [00:00<00:00, 12.14it/s]"
 GRAPH_BAR = re.compile(r"(Capturing (?:CUDA graph|cudagraph)[^:]*):\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
 GRAPH_EST = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB")
+# torch.compile's cache (vllm/compilation/backends.py): its directory holds vLLM's own cache key (the hash folder)
+COMPILE_CACHE_DIR = re.compile(r"Using cache directory: (\S*?torch_compile_cache/([0-9a-f]+))/\S* for vLLM")
 COMPILE_TOTAL = re.compile(r"torch\.compile (?:takes|took) ([\d.]+) s in total")
 DYNAMO = re.compile(r"Dynamo bytecode transform time: ([\d.]+) s")
 INIT_ENGINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
@@ -119,6 +147,7 @@ V1_PROC_PREFIXES = ("EngineCore", "VllmWorker ", "VllmWorker-", "Worker")
 V0_PROC_NAMES = frozenset(("VllmWorkerProcess",))
 # File names in the log header that only one generation logs from (weak evidence).
 V1_FILES = frozenset(("gpu_model_runner.py", "kv_cache_utils.py", "core.py", "gpu_worker.py",
+                      "kv_cache_planning.py", "startup_plan.py",  # 0.33 moved the KV-planning lines there
                       "cpu_worker.py", "multiproc_executor.py", "core_client.py", "async_llm.py"))
 V0_FILES = frozenset(("llm_engine.py", "model_runner.py", "executor_base.py", "worker.py",
                       "multiproc_worker_utils.py", "gpu_executor.py", "distributed_gpu_executor.py",

@@ -12,7 +12,25 @@ from backend.logparse.handler import ParseState
 
 # Figures beyond the snapshot's, by the name the summary and the JSON use.
 EXTRA_FIGURES = ("model", "max_model_len", "compile_seconds", "cuda_graph_gib", "cuda_graph_count",
-                 "cuda_graph_estimate_gib", "non_torch_gib", "activation_peak_gib")
+                 "cuda_graph_estimate_gib", "non_torch_gib", "activation_peak_gib", "auto_fit", "auto_fit_from",
+                 "startup_plan_applied", "startup_plan_saved", "compile_cache", "compile_cache_key")
+# vLLM's own memory terms, per worker (GPU breakdown line, CPU "Auto set" line, the weights line)
+BREAKDOWN_TERMS = ("device_total_gib", "device_free_gib", "node_total_gib", "numa_node", "requested_gib",
+                   "weights_gib", "breakdown_weights_gib", "non_torch_gib", "consumed_gib", "non_kv_gib",
+                   "activation_peak_gib", "cuda_graph_memory_gib", "cuda_graph_gib", "kv_cache_gib",
+                   "kv_cache_in_use_gib", "kv_cache_memory_to_requested", "kv_cache_memory_to_gpu",
+                   "startup_plan_kv_bytes")
+
+
+def breakdown(p: ParseState) -> dict[str, dict[str, Any]]:
+    """{rank: {term: value}} for every worker that logged a memory term; {} when none did."""
+    out: dict[str, dict[str, Any]] = {}
+    for term in BREAKDOWN_TERMS:
+        for r, v in p.rank_figures.get(term, {}).items():
+            out.setdefault(str(r), {})[term] = v
+    if not any(k in t for t in out.values() for k in ("requested_gib", "consumed_gib", "non_kv_gib")):
+        return {}  # only a weights line: no breakdown
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
 def timeline(p: ParseState) -> list[dict[str, Any]]:
@@ -34,6 +52,7 @@ def report(p: ParseState) -> dict[str, Any]:
         out[name] = f.get(name)
     lines = p.kv_token_lines
     out["kv_cache_tokens_per_worker"] = list(lines) if len(lines) > 1 else None
+    out["breakdown"] = breakdown(p)
     out["per_rank"] = {name: {str(r): v for r, v in ranks.items()} for name, ranks in p.per_rank.items()}
     launch = p.launch
     out["launched_at"] = launch.unix if launch is not None else None

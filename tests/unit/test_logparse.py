@@ -158,6 +158,17 @@ EXPECTED: dict[str, dict] = {
                    kv_cache_gib=1.25, kv_cache_tokens=1309184, max_concurrency=639.25, max_concurrency_tokens=2048,
                    init_engine_seconds=47.33, listen_url="http://127.0.0.1:8011"),
         kind=None, figures=dict(kv_cache_budget_gib=9.59, model="/srv/models/tiny-qwen2")),
+    "v0.32.0-cpu-tp2-ledger-a.log": dict(
+        # two workers: the smaller rank's KV cache binds; then Worker_TP1 was killed (-9) on purpose
+        state=dict(vllm_version="0.32.0", engine="v1", phase="failed", kv_cache_gib=1.02, kv_cache_tokens=1068416,
+                   max_concurrency=521.69, max_concurrency_tokens=2048, weights_seconds=0.01,
+                   init_engine_seconds=34.62, listen_url="http://127.0.0.1:18611"),
+        kind="engine_dead", figures=dict(kv_cache_budget_gib=9.09, requested_gib=1.72, non_kv_gib=0.7)),
+    "v0.32.0-cpu-tp2-ledger-b.log": dict(
+        state=dict(vllm_version="0.32.0", engine="v1", phase="stopped", kv_cache_gib=1.43, kv_cache_tokens=1502720,
+                   max_concurrency=733.75, max_concurrency_tokens=2048, weights_seconds=0.01,
+                   init_engine_seconds=20.54, listen_url="http://127.0.0.1:18611"),
+        kind=None, figures=dict(kv_cache_budget_gib=10.59, requested_gib=2.12, non_kv_gib=0.68)),
     "v0.32.0-cpu-weights-incomplete.log": dict(
         state=dict(vllm_version="0.32.0", engine="v1", phase="failed"), kind="weights_incomplete", header=True,
         fix=["/srv/models/tiny-qwen2-broken", "server.model"]),
