@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend.ledger import overheads
+from backend.ledger import cpu_model, overheads
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
 from backend.ledger.shapes import ModelShape, from_config, lookup
@@ -136,11 +136,7 @@ def cards_from(settings: Any, gpus: list[dict[str, Any]] | None, check_free: boo
     """Cards vLLM will use: NVML readings when given, else planner.gpu_* (CPU: this machine)."""
     planner = settings.planner
     if planner.get("device") == "cpu":
-        gib = float(planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
-        total, avail = overheads.cpu_total_memory()
-        if total is None or gib != PLANNER_DEFAULT_GIB:
-            total, avail = int(gib * GiB), None
-        return [Card("CPU", int(total), memory_free_bytes=avail if check_free else None, source="cpu")]
+        return _cpu_cards(settings, check_free)
     if gpus:
         env = settings.env if hasattr(settings, "env") else {}
         idx = _visible(env, len(gpus))
@@ -161,6 +157,22 @@ def cards_from(settings: Any, gpus: list[dict[str, Any]] | None, check_free: boo
     gib = float(planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
     name = str(planner.get("gpu_name") or "GPU")
     return [Card(name, int(gib * GiB), source="planner") for _ in range(max(1, n))]
+
+
+def _cpu_cards(settings: Any, check_free: bool) -> list[Card]:
+    """One card per rank: the NUMA node vLLM's CPU worker will size that rank's KV cache from."""
+    gib = float(settings.planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
+    s = settings.server
+    world = max(1, int(s.get("tensor_parallel_size") or 1)) * max(1, int(s.get("pipeline_parallel_size") or 1))
+    env = {str(k): str(v) for k, v in (s.get("env") or {}).items()}
+    out = []
+    for b in cpu_model.bindings(env, world):
+        total, avail = overheads.cpu_total_memory(b.node)
+        if total is None or gib != PLANNER_DEFAULT_GIB:
+            total, avail = int(gib * GiB), None
+        out.append(Card(f"CPU node {b.node}", int(total), memory_free_bytes=avail if check_free else None,
+                        source="cpu", numa_node=b.node, threads=b.threads))
+    return out
 
 
 # -- settings ------------------------------------------------------------------------------------
@@ -216,7 +228,28 @@ def plan_from_settings(settings: Any, gpus: list[dict[str, Any]] | None = None, 
     cards = cards_from(settings, gpus, check_free)
     if gpus:
         params.gpu_count = len(cards)
-    return plan(shape, params, cards)
+    led = plan(shape, params, cards)
+    if led.device == "cpu" and settings.planner.get("gpu_memory_gib") in (None, PLANNER_DEFAULT_GIB):
+        note = _node_memory_note(cards)
+        if note:
+            led.notes.append(note)
+    return led
+
+
+def _node_memory_note(cards: list[Card]) -> str | None:
+    """A one-node machine whose node reports much less than the machine (memory brought online as it is
+    used, as on some VMs): vLLM reads the node's figure when each worker starts, so the plan can move."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            machine = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("MemTotal:"))
+        nodes = [n for n in os.listdir("/sys/devices/system/node") if n.startswith("node") and n[4:].isdigit()]
+    except (OSError, StopIteration, ValueError):
+        return None
+    node = cards[0].memory_total_bytes if cards else 0
+    if len(nodes) == 1 and node and node < 0.9 * machine:
+        return (f"NUMA node 0 reports {node / GiB:.2f} GiB of this machine's {machine / GiB:.2f} GiB (memory is "
+                "brought online as it is used); vLLM sizes the KV cache from the node's figure when it starts")
+    return None
 
 
 def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict[str, Any] | None, str | None]:

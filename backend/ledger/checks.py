@@ -8,9 +8,10 @@ do not make `fits` false.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from backend.ledger import cards as card_table
-from backend.ledger import overheads
+from backend.ledger import cpu_model, overheads
 from backend.ledger.shapes import QuantSpec, lookup
 from backend.ledger.types import Card, Ledger, PlanContext, Problem, valid_tp_sizes, weights_on_gpu
 
@@ -105,6 +106,30 @@ def _check_lengths(led: Ledger, ctx: PlanContext) -> None:
             f"server.max_model_len = {derived}"))
 
 
+def _check_cpu_nodes(led: Ledger, ctx: PlanContext) -> None:
+    """vLLM's CPU workers each check their own request against the node's free memory, at the same moment,
+    so ranks that share a node pass one by one and then allocate together."""
+    world = led.tensor_parallel_size * led.pipeline_parallel_size
+    short = cpu_model.numa_autobind_short(ctx.params.env, world) if world > 1 else None
+    if short is not None:
+        led.problems.append(Problem(
+            "numa-autobind", "error",
+            f"VLLM_CPU_OMP_THREADS_BIND=auto binds one NUMA node per rank: {world} ranks, {short} node(s) here",
+            "server.env.VLLM_CPU_OMP_THREADS_BIND = '0|1' (one CPU list per rank, '|' between ranks)"))
+    by_node: dict[int, list[dict[str, Any]]] = {}
+    for r in led.ranks:
+        by_node.setdefault(r["node"], []).append(r)
+    for node, ranks in by_node.items():
+        avail = ranks[0].get("node_available_gib")
+        asked = sum(r["requested_gib"] for r in ranks)
+        if len(ranks) > 1 and avail is not None and asked > avail and not ctx.params.kv_cache_memory_bytes:
+            led.problems.append(Problem(
+                "cpu-node-overcommitted", "warning",
+                f"{len(ranks)} ranks on NUMA node {node} each take {led.gpu_memory_utilization:.2f} of it: "
+                f"{asked:.2f} GiB together, {avail:.2f} GiB available (each rank checks only its own share)",
+                f"server.gpu_memory_utilization = {max(0.05, led.gpu_memory_utilization * avail / asked - 0.01):.2f}"))
+
+
 def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: int) -> None:
     cpu = led.device == "cpu"
     usable, requested = led.usable_bytes_per_gpu, led.budget_bytes_per_gpu
@@ -125,6 +150,9 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
                     + (" (other processes hold memory)" if not cpu else ""),
                     f"server.gpu_memory_utilization = {max(u, 0.05):.2f}, or stop what holds the memory"))
                 break
+
+    if cpu:
+        _check_cpu_nodes(led, ctx)
 
     if not cpu and not ctx.params.kv_cache_memory_bytes and all(c.memory_free_bytes is None for c in used):
         # vLLM (V1 0.9.2+) creates the CUDA context, then refuses to start when the free memory is

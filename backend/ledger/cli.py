@@ -71,6 +71,13 @@ def format_table(led: Ledger) -> str:
         + (f", incl. {_g(led.compile_bytes)} for torch.compile's first start" if led.compile_bytes else ""))
     if led.device == "cpu":
         add("  - CPU runtime", _g(led.cpu_baseline_bytes), "measured on vLLM's CPU build")
+        if led.cpu_shm_bytes:
+            add("  - shared-memory all-reduce", _g(led.cpu_shm_bytes), "every rank maps every rank's buffers")
+        if len(led.ranks) > 1:
+            for r in led.ranks:  # vLLM's own terms: "Auto set (KV/node) ..., with R requested ... C non-kv"
+                add(f"  rank {r['rank']} (node {r['node']})", f"{r['kv_gib']:.2f} GiB",
+                    f"KV = {r['requested_gib']:.2f} requested ({led.gpu_memory_utilization:.2f} x "
+                    f"{r['node_total_gib']:.2f}) - {r['consumed_gib']:.2f} non-kv")
     else:
         add("  - non-torch memory", _g(led.non_torch_bytes),
             "incl. CUDA context" if led.cuda_context_bytes else "NCCL, cuBLAS workspaces")

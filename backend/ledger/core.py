@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from backend.ledger import cards as card_table
-from backend.ledger import overheads
+from backend.ledger import cpu_model, overheads
 from backend.ledger.checks import run_checks
 from backend.ledger.shapes import (
     ModelShape,
@@ -75,8 +75,10 @@ def _basis(beh: overheads.Behaviour, cpu: bool, world: int, used: list[Card]) ->
         reserved_note = [f"the driver's reserved memory ({overheads.DRIVER_RESERVED_GIB} GiB assumed; "
                          "0.4-0.6 GiB seen, read from NVML when the card is)"]
     if cpu:
-        return {"family": "vLLM CPU build", "exact": exact, "measured": ["CPU runtime baseline (one run)"],
-                "modelled": ["activation peak"], "expected_error_pct": 5.0,
+        return {"family": "vLLM CPU build", "exact": exact + ["each rank's request (utilization x its NUMA node)"],
+                "measured": ["CPU runtime baseline (0.66 GiB; 0.67-0.70 seen at TP 1 and 2)"],
+                "modelled": ["activation peak", "shared-memory all-reduce buffers (TP/PP > 1)"],
+                "expected_error_pct": 2.0,
                 "source": "tests/fixtures/vllm-logs/v0.32.0-cpu-*"}
     if beh.measured_v1:
         untested = ["tensor parallel (NCCL buffers estimated)"] if world > 1 else []
@@ -92,6 +94,28 @@ def _basis(beh: overheads.Behaviour, cpu: bool, world: int, used: list[Card]) ->
             "measured": ["activation peak (V0 profiling lines of 3090 logs)"] if beh.engine == "v0" else [],
             "modelled": ["non-torch memory", "CUDA graphs", "sampler"] + reserved_note, "expected_error_pct": 10.0,
             "source": "real logs of older versions in tests/fixtures/vllm-logs/ (estimates where none)"}
+
+
+def device_model(beh: overheads.Behaviour, cpu: bool, tp: int, pp: int, env: dict[str, str],
+                 explicit_kv: bool) -> dict[str, Any]:
+    """Which of vLLM's accountings this plan followed, and where it was read."""
+    if cpu:
+        return {
+            "name": "vllm-cpu-worker", "source": cpu_model.SOURCE,
+            "kv_per_rank": ("kv_cache_memory_bytes (or VLLM_CPU_KVCACHE_SPACE) as given" if explicit_kv else
+                            "ceil(utilization x the rank's NUMA-node MemTotal) - the worker's resident memory"),
+            "ranks": tp * pp, "binding": env.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
+            "split": "every rank asks for the full fraction of its node; the engine keeps the smallest "
+                     "rank's blocks"}
+    rng = ("V1 >= 0.20 (measured family)" if beh.measured_v1 else
+           f"{beh.engine.upper()} {'.'.join(map(str, beh.version))}")
+    return {
+        "name": "vllm-gpu-worker", "source": ("vllm/v1/worker/gpu_worker.py" if beh.engine == "v1"
+                                              else "vllm/worker/worker.py"),
+        "range": rng, "kv_per_rank": "utilization x CUDA total - weights shard - activation peak - non-torch"
+        + (" - CUDA graphs" if beh.cudagraphs_subtracted else ""),
+        "ranks": tp * pp, "split": f"weights and KV heads / TP {tp}, layers / PP {pp}; the engine keeps the "
+                                   "smallest rank's blocks"}
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -181,10 +205,23 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         graphs, n_graphs = overheads.cuda_graph_bytes(beh, layers_stage, seqs, batched, eager)
         graphs_sub = beh.cudagraphs_subtracted and n_graphs > 0
         baseline = 0
-    overhead = act + non_torch + (graphs if graphs_sub else 0) + baseline
-    requested = int(util * usable)
-    if p.kv_cache_memory_bytes:
-        kv_avail = int(p.kv_cache_memory_bytes)
+    explicit_kv = p.kv_cache_memory_bytes
+    if cpu and not explicit_kv and str(p.env.get("VLLM_CPU_KVCACHE_SPACE", "")).strip().isdigit():
+        explicit_kv = int(p.env["VLLM_CPU_KVCACHE_SPACE"]) * GiB  # vLLM's CPU platform reads it as GiB
+    ranks: list[cpu_model.RankPlan] = []
+    shm = 0
+    if cpu:
+        ranks = cpu_model.plan_ranks(
+            util, [(c.numa_node or 0, c.memory_total_bytes, c.memory_free_bytes) for c in used],
+            [c.threads or 1 for c in used], weights=w_gpu, activation=act, runtime=baseline, tp=tp, pp=pp,
+            explicit_kv=explicit_kv)
+        shm = ranks[0].shm_bytes
+    overhead = act + non_torch + (graphs if graphs_sub else 0) + baseline + shm
+    requested = min(r.requested_bytes for r in ranks) if ranks else int(util * usable)
+    if ranks:
+        kv_avail = min(r.kv_bytes for r in ranks)  # the engine gives every rank the smallest's blocks
+    elif explicit_kv:
+        kv_avail = int(explicit_kv)
     else:
         kv_avail = requested - w_gpu - overhead
 
@@ -225,8 +262,9 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         num_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=conc,
         max_model_len_that_fits=fits_len, bandwidth_gbs=bandwidth,
         decode_tokens_per_s_ceiling=(bandwidth * 1e9 / sum(w_stages) if bandwidth and w_gpu else None),
-        problems=problems, notes=notes)
+        problems=problems, notes=notes, cpu_shm_bytes=shm, ranks=[r.to_dict() for r in ranks])
     ledger.basis = _basis(beh, cpu, world, used)
+    ledger.device_model = device_model(beh, cpu, tp, pp, p.env, bool(explicit_kv))
     if bandwidth is None and not cpu:
         notes.append(f"no memory bandwidth known for {name0!r}: no decode ceiling")
     if compile_extra:

@@ -108,6 +108,8 @@ CPU backend (planner.device = "cpu", vLLM's CPU build): vLLM 0.32's CPU worker s
   requested memory for the worker. 0.67 GiB memory was consumed by non-kv usages."; the tiny
   model's weights are ~3 MB, so the resident memory is modelled as weights + activation + a 0.66
   GiB runtime baseline (one run: a calibration, not a validation).
+  Rank by rank (tensor/pipeline parallel, NUMA nodes, the shared-memory all-reduce buffers, the
+  smallest rank binding): backend/ledger/cpu_model.py; at TP=2 checked on v0.32.0-cpu-tp2-ledger-*.log.
   v0.32.0-cpu-tiny-qwen2-cpu-memory.log shows the start-up check ("7.57/9.21 GiB ... 0.92, 8.48
   GiB"). Block size 128 (vLLM's CPU platform default when --block-size is not given).
 """
@@ -352,14 +354,16 @@ def _cgroup_limit_usage() -> tuple[int | None, int | None]:
     return None, None
 
 
-def cpu_total_memory() -> tuple[int | None, int | None]:
-    """(total, available) bytes as vLLM's CPU worker sees them (0.32 `get_memory_node_info`):
-    the NUMA node's MemTotal and MemFree + Active(file) + Inactive(file) + SReclaimable, clamped
-    by a cgroup memory limit; psutil (or /proc/meminfo) where there is no per-node meminfo."""
+def cpu_total_memory(node: int | None = None) -> tuple[int | None, int | None]:
+    """(total, available) bytes of a NUMA node (default: this process's) as vLLM's CPU worker sees
+    them (0.32 `get_memory_node_info`): the node's MemTotal and MemFree + Active(file) +
+    Inactive(file) + SReclaimable, clamped by a cgroup memory limit; psutil (or /proc/meminfo)
+    where there is no per-node meminfo."""
     total = avail = None
     try:
         info = {}
-        with open(f"/sys/devices/system/node/node{_numa_node()}/meminfo", encoding="ascii") as f:
+        with open(f"/sys/devices/system/node/node{_numa_node() if node is None else node}/meminfo",
+                  encoding="ascii") as f:
             for line in f:
                 parts = line.split()
                 info[parts[2].rstrip(":")] = int(parts[3]) * 1024

@@ -23,6 +23,8 @@ class Card:
     memory_free_bytes: int | None = None
     source: str = "nvml"  # nvml | planner | cpu
     memory_reserved_bytes: int | None = None  # NVML memory info v2: what the driver keeps back
+    numa_node: int | None = None  # CPU: the memory node this rank allocates on
+    threads: int | None = None  # CPU: the OpenMP threads this rank is bound to
 
 
 @dataclass
@@ -109,6 +111,9 @@ class Ledger:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     basis: dict[str, Any] = field(default_factory=dict)  # what is measured, what modelled, expected error
+    cpu_shm_bytes: int = 0  # CPU TP/PP: the shared-memory all-reduce buffers each rank maps
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # per rank: vLLM's own terms, as modelled
+    device_model: dict[str, Any] = field(default_factory=dict)  # which of vLLM's accountings was used
 
     @property
     def fits(self) -> bool:
@@ -117,7 +122,8 @@ class Ledger:
     @property
     def overhead_bytes(self) -> int:
         return (self.activation_bytes + self.non_torch_bytes
-                + (self.cuda_graph_bytes if self.cuda_graphs_subtracted else 0) + self.cpu_baseline_bytes)
+                + (self.cuda_graph_bytes if self.cuda_graphs_subtracted else 0) + self.cpu_baseline_bytes
+                + self.cpu_shm_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         def g(b: float) -> float:
@@ -146,7 +152,8 @@ class Ledger:
                 "cuda_context_counted": g(self.cuda_context_bytes),
                 "cuda_graphs": g(self.cuda_graph_bytes), "cuda_graphs_count": self.cuda_graphs,
                 "cuda_graphs_subtracted": self.cuda_graphs_subtracted,
-                "cpu_runtime": g(self.cpu_baseline_bytes), "total": g(self.overhead_bytes)},
+                "cpu_runtime": g(self.cpu_baseline_bytes), "cpu_shm": g(self.cpu_shm_bytes),
+                "total": g(self.overhead_bytes)},
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
             "kv_bytes_per_token_model": self.kv_bytes_per_token_model,
@@ -162,6 +169,8 @@ class Ledger:
             "problems": [p.to_dict() for p in self.problems],
             "notes": list(self.notes),
             "basis": dict(self.basis),
+            "ranks": [dict(r) for r in self.ranks],
+            "device_model": dict(self.device_model),
         }
 
 

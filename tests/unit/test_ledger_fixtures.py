@@ -49,6 +49,21 @@ PREDICT = {
                    gpu_memory_utilization=0.2, device="cpu", vllm_version="0.32.0"),
         [Card("CPU node 0", int(9.59 * GiB), source="cpu")],
         {"kv_cache_tokens": 1_309_184, "max_concurrency": 639.25, "fits": True}),
+    # TP=2, one core per rank; the node memory vLLM read at worker start is requested / utilization (header)
+    "v0.32.0-cpu-tp2-ledger-b": (
+        "v0.32.0-cpu-tp2-ledger-b.log", TINY_QWEN2,
+        PlanParams(model="tiny-qwen2", dtype="bfloat16", max_model_len=2048, max_num_seqs=8,
+                   gpu_memory_utilization=0.2, tensor_parallel_size=2, device="cpu", vllm_version="0.32.0",
+                   env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"}),
+        [Card("CPU node 0", int(2.12 / 0.2 * GiB), source="cpu", numa_node=0, threads=1)] * 2,
+        {"kv_cache_tokens": 1_502_720, "max_concurrency": 733.75, "fits": True}),
+    "v0.32.0-cpu-tp2-ledger-a": (
+        "v0.32.0-cpu-tp2-ledger-a.log", TINY_QWEN2,
+        PlanParams(model="tiny-qwen2", dtype="bfloat16", max_model_len=2048, max_num_seqs=8,
+                   gpu_memory_utilization=0.2, tensor_parallel_size=2, device="cpu", vllm_version="0.32.0",
+                   env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"}),
+        [Card("CPU node 0", int(1.72 / 0.2 * GiB), source="cpu", numa_node=0, threads=1)] * 2,
+        {"kv_cache_tokens": 1_068_416, "max_concurrency": 521.69, "fits": True}),
 }
 
 # The H200 of the v0.20.2 logs: 143,771 MiB board, 616 MiB reserved by the driver (header)
