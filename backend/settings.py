@@ -55,6 +55,8 @@ SERVER: dict[str, Key] = {
     "host": Key(str, "127.0.0.1", "bind address (127.0.0.1 = this machine only)"),
     "port": Key(int, 8000, "HTTP port"),
     "enforce_eager": Key(bool, None, "no CUDA graphs: less memory, slower decode"),
+    "disable_custom_all_reduce": Key(bool, None, "NCCL instead of vLLM's own all-reduce between GPUs "
+                                     "(`qwen-tui doctor --p2p` says when it returns wrong data)"),
     "enable_prefix_caching": Key(bool, None, "reuse KV of shared prompt prefixes"),
     "enable_chunked_prefill": Key(bool, None, "split long prefills across steps"),
     "kv_cache_dtype": Key(str, None, "KV cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)"),

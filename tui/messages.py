@@ -116,6 +116,14 @@ class DoctorReady(Message):
 
 
 @message
+class P2PReady(Message):
+    """`doctor --p2p`'s report (backend.doctor.p2p.run_p2p), or why it could not run."""
+
+    report: dict[str, Any] | None
+    error: str | None = None
+
+
+@message
 class MetricsSampled(Message):
     """One read of the server's /metrics: `snapshot` (backend.metrics.Snapshot.to_dict()) and the
     rates since the last read, or `error`."""

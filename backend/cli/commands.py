@@ -446,6 +446,13 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    if args.timeout is not None and not (args.timeout > 0 and args.p2p):
+        _err("doctor: --timeout goes with --p2p and must be more than 0 seconds")
+        return 2
+    if args.p2p:
+        from backend.doctor import p2p  # start-up: a subcommand imports only what it runs
+
+        return p2p.run_cli(load_settings(args), args.json, timeout=args.timeout or p2p.TIMEOUT_S)
     from backend.doctor import run_doctor  # start-up: a subcommand imports only what it runs
 
     return run_doctor(load_settings(args), args.json)
@@ -503,6 +510,13 @@ def _gen_key_args(p: argparse.ArgumentParser) -> None:
 
 def _json_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _doctor_args(p: argparse.ArgumentParser) -> None:
+    _json_arg(p)
+    p.add_argument("--p2p", action="store_true", help="instead: all-reduce a known tensor between the GPUs (one "
+                   "process per rank) as configured, without P2P and with vLLM's custom all-reduce; gloo on the CPU")
+    p.add_argument("--timeout", type=float, metavar="S", help="with --p2p: seconds each mode may take (default 60)")
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -582,7 +596,7 @@ COMMANDS = {
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
     "profiles": (cmd_profiles, "workload profiles ([profiles.NAME]) with the ledger's verdict for each",
                  _json_arg),
-    "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _json_arg),
+    "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _doctor_args),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
     "chat": (cmd_chat, "stream one reply; continue, list, export, rename or delete saved conversations",
              chat_args),

@@ -28,3 +28,20 @@ async def test_d_shows_every_check_worst_first(qhome):
         assert "ok" in summary and "skipped" in summary
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def test_p_runs_the_all_reduce_check_and_adds_its_rows(qhome):
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome, "planner.device=cpu")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("d")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, DoctorScreen))
+        table = app.screen.query_one(DataTable)
+        assert await wait_until(pilot, lambda: table.row_count >= 10, tries=200)
+        await pilot.press("p")
+        label = app.screen.query_one("#p2p")
+        assert "running" in str(label.render())
+        assert await wait_until(pilot, lambda: "p2p/as-configured" in table.rows, tries=1200)
+        row = table.get_row("p2p/as-configured")
+        assert str(row[0]) == "HEALTHY" and "summed right" in str(row[2])
+        assert str(table.get_row("p2p/custom-all-reduce")[0]) == "SKIP"
+        assert "healthy" in str(label.render())

@@ -1,5 +1,6 @@
 """DoctorScreen: `qwen-tui doctor` in the console (key d): every pre-flight check, its figures and
-its fix, worst first. `r` runs them again, `esc` closes."""
+its fix, worst first. `r` runs them again, `p` adds `doctor --p2p` (an all-reduce between the GPUs,
+tens of seconds) as rows of its own, `esc` closes."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
-from tui.messages import DoctorReady
+from tui.messages import DoctorReady, P2PReady
 from tui.palette import style
 from tui.worker_errors import WorkerErrorsToApp
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
+P2P_STATUS = {"healthy": "ok", "skip": "skip", "hang": "fail", "wrong data": "fail", "error": "fail"}
 
 
 def column_widths(screen_width: int) -> tuple[int, int, int, int]:
@@ -34,13 +36,15 @@ class DoctorScreen(WorkerErrorsToApp, ModalScreen[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("g", "pull", "Get the model (pull)", id="pull"),
+                Binding("p", "p2p", "All-reduce check (p2p)", id="p2p"),
                 Binding("escape", "dismiss", "Close", id="close")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("running the checks…", id="summary")
+            yield Label("", id="p2p")
             yield DataTable(id="checks", cursor_type="row", zebra_stripes=True)
-            yield Label("r: run again   esc: close", id="keys")
+            yield Label("r: run again   p: all-reduce check   esc: close", id="keys")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -73,11 +77,48 @@ class DoctorScreen(WorkerErrorsToApp, ModalScreen[None]):
                             style(self.app, "error", "bold") if counts["fail"] else "bold"))
         offer = any(c.name == "model" and "qwen-tui pull" in (c.fix or "") for c in message.checks)
         self.query_one("#keys", Label).update("r: run again   " + ("g: get the model (pull)   " if offer else "")
-                                              + "esc: close")
+                                              + "p: all-reduce check   esc: close")
         for c in sorted(message.checks, key=lambda c: RANK.get(c.status, 9)):
             table.add_row(Text(c.status.upper(), style(self.app, *STYLE.get(c.status, ("", "")))), c.name,
                           Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"),
                           key=c.name, height=None)
+
+    @work(group="p2p", exclusive=True, exit_on_error=False)
+    async def run_p2p(self) -> None:
+        # start-up: loaded on first use, not before the console's first frame
+        from backend.doctor import Env
+        from backend.doctor.p2p import run_p2p
+
+        try:
+            rep = await asyncio.to_thread(run_p2p, self.app.settings, Env(monitor=self.app.gpus))
+            self.post_message(P2PReady(rep))
+        except Exception as e:  # run_p2p reports its children's failures; anything else is shown
+            self.post_message(P2PReady(None, error=f"{type(e).__name__}: {e}"))
+
+    def action_p2p(self) -> None:
+        self.query_one("#p2p", Label).update(Text("all-reduce check: running one process per rank…", "bold"))
+        self.run_p2p()
+
+    @on(P2PReady)
+    def show_p2p(self, message: P2PReady) -> None:
+        label = self.query_one("#p2p", Label)
+        rep = message.report
+        if rep is None:
+            label.update(Text(f"the all-reduce check could not run: {message.error}", style(self.app, "error")))
+            return
+        label.update(Text(f"all-reduce check: {rep['message']}",
+                          style(self.app, "error", "bold") if not rep["ok"] else "bold"))
+        table = self.query_one(DataTable)
+        for m in rep["modes"]:
+            key = f"p2p/{m['mode']}"
+            if key in table.rows:
+                table.remove_row(key)
+            status = P2P_STATUS.get(m["result"], "warn")
+            fix = (rep.get("fix") or "") if m["mode"] == "as-configured" else ""
+            table.add_row(Text(m["result"].upper(), style(self.app, *STYLE.get(status, ("", "")))), key,
+                          Text(f"{m['label']}: {m['detail']}", overflow="fold"),
+                          Text(fix, "italic", overflow="fold"),
+                          key=key, height=None)
 
     def action_pull(self) -> None:
         """The model check says the repo id is not downloaded: the pull screen, for that repo id."""
@@ -91,4 +132,5 @@ class DoctorScreen(WorkerErrorsToApp, ModalScreen[None]):
 
     def action_rerun(self) -> None:
         self.query_one("#summary", Label).update("running the checks…")
+        self.query_one("#p2p", Label).update("")  # its rows go with the table's
         self.run_doctor()
