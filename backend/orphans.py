@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from backend import owners, procs, statefile
-from backend.owners import SupervisorInfo
+from backend.owners import SupervisorInfo, TeamServer
 from backend.procs import ProcInfo, StopReport
 
 GIB = 2**30
@@ -30,6 +30,13 @@ class OrphanScan:
     nvml: str | None  # why NVML was not used, or None when it was
     # other qwen-tui supervisors alive on this machine (another state dir or user)
     supervisors: list[SupervisorInfo] = field(default_factory=list)
+    # their servers, with what each holds: teammates' servers, not orphans (owners.TeamServer)
+    servers: list[TeamServer] = field(default_factory=list)
+
+    @property
+    def orphans(self) -> list[ProcInfo]:
+        """The processes no live qwen-tui supervisor runs: the only ones called orphans."""
+        return [p for p in self.processes if self.owner(p.pid) is None]
 
     @property
     def pids(self) -> list[int]:
@@ -59,20 +66,24 @@ class OrphanScan:
         return None
 
     def describe(self) -> str:
+        """The orphans, then (not orphans) the other supervisors' servers with their processes."""
         lines = []
-        for p in self.processes:
-            sup = self.owner(p.pid)
+        for p in self.orphans:
             mine = p.uid is None or p.uid == os.getuid()
-            note = (f"  [run by supervisor pid {sup.pid}]" if sup else
-                    "" if mine else f"  [user {owners._user(p.uid)}]")
-            lines.append("  " + describe(p) + note)
-        lines += ["  " + s.describe() for s in self.supervisors]
+            lines.append("  " + describe(p) + ("" if mine else f"  [user {owners._user(p.uid)}]"))
+        servers = self.servers or [TeamServer(s, (), {}, 0, None) for s in self.supervisors]
+        if servers:
+            lines.append("  not orphans, run by another live qwen-tui supervisor (never killed from here):")
+        for t in servers:
+            lines.append(f"    {t.describe()}")
+            lines += [f"      {describe(p)}" for p in self.processes if self.owner(p.pid) is t.sup]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"processes": [dict(asdict(p), refusal=self.refusal(p.pid)) for p in self.processes],
                 "gpu_indices": self.gpu_indices, "gpu_bytes": self.gpu_bytes, "nvml": self.nvml,
-                "supervisors": [s.to_dict() for s in self.supervisors]}
+                "supervisors": [s.to_dict() for s in self.supervisors],
+                "orphans": [p.pid for p in self.orphans], "servers": [t.to_dict() for t in self.servers]}
 
 
 def describe(p: ProcInfo) -> str:
@@ -127,10 +138,11 @@ def scan(server_env: dict[str, Any] | None = None, monitor: Any = None,
 
         monitor = GpuMonitor()
     try:
+        servers = owners.team_servers(others, monitor)
         if not monitor.available():
-            return OrphanScan(found, None, monitor.reason or "NVML not available", others)
+            return OrphanScan(found, None, monitor.reason or "NVML not available", others, servers)
         on_ours = {pid: used for pid, used in monitor.processes(indices).items() if pid not in owned}
-        return OrphanScan(procs.with_gpu_memory(found, on_ours), indices, None, others)
+        return OrphanScan(procs.with_gpu_memory(found, on_ours), indices, None, others, servers)
     finally:
         if own_monitor:
             monitor.shutdown()
@@ -200,13 +212,21 @@ def holders_by_gpu(monitor: Any) -> dict[int, list[Holder]]:
     server's own or not (an orphan, or another program)."""
     if monitor is None or not monitor.available():
         return {}
-    owned = _owned_pids()
+    data = _own_supervisor()
+    owned = _owned_pids(data)
+    by_gpu = monitor.processes_by_gpu()
+    others: list[SupervisorInfo] = []
+    if any(pid not in owned for held in by_gpu.values() for pid in held):  # name a teammate's server
+        others = owners.live_supervisors(exclude=[data["supervisor_pid"]] if data else [])
     out: dict[int, list[Holder]] = {}
-    for index, held in monitor.processes_by_gpu().items():
+    for index, held in by_gpu.items():
         rows = []
         for pid, used in held.items():
             info = procs.process_info(pid)
-            if info is None:
+            sup = None if pid in owned else owners.owner_of(pid, others)
+            if sup is not None:
+                label = f"{sup.user}'s server :{sup.port or '?'}"
+            elif info is None:
                 label = "pid not visible"
             elif info.cmdline.startswith(procs.TITLE_PREFIX):
                 label = info.cmdline.split()[0]

@@ -36,6 +36,7 @@ class SupervisorInfo:
     state: str | None
     cmdline: str
     owned: tuple[int, ...] = field(default=())  # its descendants, its server's group, what it reaps
+    started_at: float | None = None  # its server's launch, from its state file
 
     @property
     def ours(self) -> bool:
@@ -126,10 +127,100 @@ def live_supervisors(exclude: Iterable[int] = ()) -> list[SupervisorInfo]:
         state_dir = _state_dir(p)
         data = _its_state(state_dir)
         port = data.get("port") if data.get("supervisor_pid") == p.pid else None
+        mine = data.get("supervisor_pid") == p.pid
         out.append(SupervisorInfo(p.pid, p.info["create_time"] or 0.0, uid, _user(uid), state_dir, port,
-                                  data.get("state") if data.get("supervisor_pid") == p.pid else None,
-                                  " ".join(argv)[:200], tuple(sorted(_owned_by(p.pid, data)))))
+                                  data.get("state") if mine else None,
+                                  " ".join(argv)[:200], tuple(sorted(_owned_by(p.pid, data))),
+                                  data.get("started_at") if mine else None))
     return sorted(out, key=lambda s: s.pid)
+
+
+GIB = 2**30
+
+
+def ago(seconds: float | None) -> str:
+    """12 s, 5 min, 3 h 10 min, 2 d 4 h: how long something has been up, in words."""
+    if seconds is None:
+        return "?"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+@dataclass(frozen=True)
+class TeamServer:
+    """A server another live qwen-tui supervisor runs (another state dir or user): a teammate's,
+    not an orphan. Listed with what it holds; never offered to kill (its supervisor would restart it)."""
+
+    sup: SupervisorInfo
+    pids: tuple[int, ...]  # its live processes, the supervisor left out
+    gpu_bytes: dict[int, int]  # GPU index -> bytes its processes hold (NVML); {} without NVML
+    rss_bytes: int  # resident memory of its processes (what it holds on the CPU build)
+    uptime_s: float | None
+
+    @property
+    def user(self) -> str:
+        return self.sup.user
+
+    @property
+    def port(self) -> int | None:
+        return self.sup.port
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(self.gpu_bytes.values())
+
+    def memory_text(self) -> str:
+        if self.gpu_bytes:
+            return " + ".join(f"GPU{i} {b / GIB:.1f} GiB" for i, b in sorted(self.gpu_bytes.items()))
+        return f"RAM {self.rss_bytes / GIB:.1f} GiB" if self.rss_bytes else "no memory held"
+
+    def title(self) -> str:
+        """"alice's server on port 8001": how a teammate's server is named everywhere."""
+        port = f"port {self.sup.port}" if self.sup.port else "a port not visible from here"
+        return f"{self.sup.user}'s server on {port}"
+
+    def describe(self) -> str:
+        facts = [self.sup.state or "state not visible", self.sup.state_dir or "state dir not visible",
+                 f"supervisor pid {self.sup.pid}", f"up {ago(self.uptime_s)}"]
+        return f"{self.title()} ({', '.join(facts)}): holds {self.memory_text()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.sup.to_dict(), "pids": list(self.pids), "uptime_s": self.uptime_s,
+                "gpu_bytes": {str(k): v for k, v in self.gpu_bytes.items()}, "rss_bytes": self.rss_bytes,
+                "summary": self.describe()}
+
+
+def team_servers(supervisors: Iterable[SupervisorInfo], monitor: Any = None,
+                 now: float | None = None) -> list[TeamServer]:
+    """What each of these (other) supervisors' servers holds: GPU memory per GPU where NVML lists
+    its pids, the resident memory of its processes, how long it has been up."""
+    by_gpu = monitor.processes_by_gpu() if monitor is not None and monitor.available() else {}
+    now = time.time() if now is None else now
+    out = []
+    for s in supervisors:
+        pids, rss = [], 0
+        for pid in s.owned:
+            if pid == s.pid:
+                continue
+            try:
+                p = psutil.Process(pid)
+                if p.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                rss += p.memory_info().rss
+            except psutil.Error:
+                continue
+            pids.append(pid)
+        gpu = {i: sum(b or 0 for pid, b in held.items() if pid in s.owned) for i, held in by_gpu.items()}
+        started = s.started_at or s.create_time or None
+        out.append(TeamServer(s, tuple(sorted(pids)), {i: b for i, b in gpu.items() if b}, rss,
+                              round(now - started, 1) if started else None))
+    return out
 
 
 def owner_of(pid: int, supervisors: Iterable[SupervisorInfo]) -> SupervisorInfo | None:

@@ -107,12 +107,14 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | N
         return None, 1
     if not getattr(args, "allow_orphans", False):
         found = _orphans(settings)
-        if found.processes:
-            _err("processes that no console owns are running and may hold GPU memory:\n"
+        if found.orphans:
+            _err("orphans (vLLM processes no live qwen-tui supervisor runs) may hold memory:\n"
                  + found.describe()
                  + "\n  kill them with `qwen-tui stop --orphans` (these pids only; `--pid N` for one), "
                    "or start anyway with --allow-orphans")
             return None, 1
+        for t in found.servers:  # a teammate's server: said, not a reason to refuse
+            _err(f"beside {t.describe()}")
     return launch, 0
 
 
@@ -262,11 +264,12 @@ def _stop_orphans(args: argparse.Namespace) -> int:
     try:
         found = orphans.scan(settings.env, monitor=mon)
         listing = found.to_dict()
-        if args.list or not found.processes:
+        if args.list or not found.orphans:
             if args.json:
                 _print_json({"ok": True, "orphans": listing, "killed": [], "summary": None})
             else:
-                print(found.describe() if found.processes else "no orphaned vLLM or GPU processes")
+                head = [] if found.orphans else ["no orphaned vLLM or GPU processes"]
+                print("\n".join(head + ([found.describe()] if found.describe() else [])))
             return 0
         targets = args.pid or found.pids
         if not targets:

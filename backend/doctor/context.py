@@ -48,11 +48,31 @@ class Check:
 
 
 # -- the outside world, replaceable in tests -----------------------------------------------------
-def scan_processes(settings: Settings, monitor: Any) -> list[Any]:
-    """vLLM and GPU processes the supervised server does not own (backend.orphans)."""
+# (settings, monitor, when, scan): one process scan serves both hooks below within one doctor run
+_last_scan: list[Any] = []
+
+
+def _scan(settings: Settings, monitor: Any) -> Any:
+    import time  # only for this check: `doctor` runs each check on its own
+
     from backend import orphans  # only for this check: `doctor` runs each check on its own
 
-    return orphans.scan(settings.env, monitor=monitor).processes
+    if _last_scan and _last_scan[0] is settings and _last_scan[1] is monitor and \
+            time.monotonic() - _last_scan[2] < 3.0:
+        return _last_scan[3]
+    found = orphans.scan(settings.env, monitor=monitor)
+    _last_scan[:] = [settings, monitor, time.monotonic(), found]
+    return found
+
+
+def scan_processes(settings: Settings, monitor: Any) -> list[Any]:
+    """Orphans: vLLM and GPU processes that no live qwen-tui supervisor runs (backend.orphans)."""
+    return list(_scan(settings, monitor).orphans)
+
+
+def team_servers(settings: Settings, monitor: Any) -> list[Any]:
+    """Other live supervisors' servers (teammates', any state dir or user): backend.owners.TeamServer."""
+    return list(_scan(settings, monitor).servers)
 
 
 def server_status() -> Mapping[str, Any]:
@@ -88,6 +108,7 @@ class Env:
     port_holders: Callable[[int], list[tuple[int, str]]] = listening_pids
     server_status: Callable[[], Mapping[str, Any]] = server_status
     processes: Callable[[Settings, Any], list[Any]] = scan_processes
+    servers: Callable[[Settings, Any], list[Any]] = team_servers
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     home: Path = field(default_factory=Path.home)
 

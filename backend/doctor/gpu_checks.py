@@ -186,16 +186,24 @@ def check_gpu_memory(ctx: Context) -> Check:
                                  "used" for s in samples)
     if ctx.ours_running:
         usage += " (the supervised server is running)"
+    team = list(ctx.env.servers(ctx.settings, mon))  # teammates' servers: never orphans, never killed
+    beside = ("; beside " + "; ".join(t.describe() for t in team)) if team else ""
     if found:
         pids = " ".join(str(p.pid) for p in found)
         listing = "; ".join(_describe(p) for p in found)
         fix = f"qwen-tui stop --orphans (stops pids {pids} only), or kill {pids}"
         if vllm:
-            plural = "es" if len(vllm) != 1 else ""
-            return Check("gpu-memory", "fail", f"{len(vllm)} vLLM process{plural} no console owns: "
-                         f"{listing}{usage}", fix)
-        return Check("gpu-memory", "warn", f"other processes hold GPU memory: {listing}{usage}",
+            many = "s" if len(vllm) != 1 else ""
+            return Check("gpu-memory", "fail", f"{len(vllm)} orphan{many} (vLLM processes no live qwen-tui "
+                         f"supervisor runs): {listing}{usage}{beside}", fix)
+        return Check("gpu-memory", "warn", f"other processes hold GPU memory: {listing}{usage}{beside}",
                      fix + "; or lower server.gpu_memory_utilization to leave them room")
+    if team:
+        what = "RAM" if ctx.device == "cpu" else "memory"
+        return Check("gpu-memory", "warn", f"{plural(len(team), 'teammate server')} running, holding {what} "
+                     f"(not orphans): {'; '.join(t.describe() for t in team)}{usage}",
+                     "leave them running: plan yours in what is left (see memory), or ask "
+                     + " / ".join(sorted({t.user for t in team})) + " to stop theirs")
     if skip is not None:
         if ctx.device == "cpu":
             return Check("gpu-memory", "ok", "no vLLM process that no console owns")

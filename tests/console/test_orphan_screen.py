@@ -113,33 +113,66 @@ async def test_a_plan_that_will_fail_is_shown_before_a_start(qhome):
         assert await wait_until(pilot, lambda: client.actions == ["start"])
 
 
-async def test_a_pid_another_supervisor_runs_offers_to_stop_that_supervisor(spawn, qhome, tmp_path):
-    """Issue 20's "two supervisors on one port": its children are listed with it and never
-    killed (it would restart them); k, then k again, stops that supervisor."""
+def _teammate(spawn, tmp_path):
+    """(tree, proc, home, found): a live supervisor under another state dir (port 8011) that runs a
+    vLLM-like tree, and a scan of this machine."""
     from tests.helpers.fake_supervisor import start_fake_supervisor
 
     tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
     home = tmp_path / "other-home"
     proc, write = start_fake_supervisor(tmp_path, home=home)
+    write(path=home / "state" / "server.json", port=8011, pid=tree.pids["api"], pgid=tree.pgid)
+    return tree, proc, home, orphans.scan({}, monitor=NoNvml())
+
+
+async def test_a_teammates_server_alone_asks_nothing_and_start_goes_on(spawn, qhome, tmp_path):
+    """Issue 26: a server another live supervisor runs is not an orphan: no dialog, the start goes
+    on, and the console says whose server it starts beside."""
+    tree, proc, home, found = _teammate(spawn, tmp_path)
     try:
-        write(path=home / "state" / "server.json", port=8011, pid=tree.pids["api"], pgid=tree.pgid)
         app, client = app_with([STOPPED], qhome)
-        found = orphans.scan({}, monitor=NoNvml())
         client.orphan_scan = orphans.OrphanScan([p for p in found.processes if p.pid in tree.pids.values()],
-                                                None, "test", found.supervisors)
+                                                None, "test", found.supervisors, found.servers)
+        said = []
+        async with app.run_test(size=(150, 45)) as pilot:
+            app.notify = lambda text, **kw: said.append(text)
+            await pilot.press("s")
+            assert await wait_until(pilot, lambda: client.actions == ["start"])
+            assert not isinstance(app.screen, OrphanScreen)
+            assert any("starting beside" in t and "server on port 8011" in t for t in said), said
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_beside_an_orphan_a_teammates_server_is_one_row_by_user_and_port(spawn, qhome, tmp_path):
+    """Issue 20/26: with an orphan, the dialog opens; a teammate's server is one row by user and
+    port, its pids never killed (its supervisor would restart them); k, then k again, stops that
+    supervisor (this user's)."""
+    tree, proc, home, found = _teammate(spawn, tmp_path)
+    stray = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    try:
+        found = orphans.scan({}, monitor=NoNvml())
+        mine = set(tree.pids.values()) | {stray.pids["tp0"]}
+        app, client = app_with([STOPPED], qhome)
+        client.orphan_scan = orphans.OrphanScan([p for p in found.processes if p.pid in mine], None, "test",
+                                                found.supervisors, found.servers)
         stopped = []
         client.stop_supervisor = lambda info: stopped.append(info.pid) or "stopped"
         async with app.run_test(size=(150, 45)) as pilot:
             screen = await _open(pilot, app)
+            question = str(screen.query_one("#question").render())
+            assert question.startswith("1 orphan: vLLM processes no live qwen-tui supervisor runs")
+            assert "not orphans: 1 teammate server" in question
             table = screen.query_one(DataTable)
-            assert table.get_row(str(proc.pid))[1] == "supervisor"
-            assert str(home / "state") in table.get_row(str(proc.pid))[4]
-            assert table.get_row(str(tree.pids["api"]))[1] == f"api_server (sup {proc.pid})"
-            await _highlight(pilot, screen, tree.pids["engine"])
+            row = table.get_row(str(proc.pid))
+            assert row[1].endswith("'s server") and "port 8011" in row[4] and str(home / "state") in row[4]
+            assert table.get_row(str(stray.pids["tp0"]))[1] == "worker"
+            assert str(tree.pids["engine"]) not in [str(k.value) for k in table.rows]  # its pids: not rows
+            await _highlight(pilot, screen, proc.pid)
             await pilot.press("k")
             await pilot.pause(0.2)
-            report = str(screen.query_one("#report").render())
-            assert "would only restart it" in report and "k again" in report
+            assert "k again" in str(screen.query_one("#report").render())
             assert client.actions == [] and alive(tree.pids["engine"])
             await pilot.press("k")
             assert await wait_until(pilot, lambda: stopped == [proc.pid])

@@ -37,7 +37,7 @@ class ScriptedClient:
             found = orphans.scan(server_env, monitor=NoNvml())
             listed = {p.pid for p in self.orphan_scan.processes}
             found = orphans.OrphanScan([p for p in found.processes if p.pid in listed], None, "test",
-                                       self.orphan_scan.supervisors)
+                                       self.orphan_scan.supervisors, self.orphan_scan.servers)
         return found or orphans.OrphanScan([], None, "test")
 
     def kill_orphans(self, pids, found, gpus=None):

@@ -55,6 +55,7 @@ def env(tmp_path, monkeypatch):
                load_library=lambda name: object(), site_dirs=lambda s: [], statvfs=statvfs(16 * GiB, 500 * GiB),
                bind=lambda host, port: None, port_holders=lambda port: [],
                server_status=lambda: {"state": "stopped"}, processes=lambda s, m: [],
+               servers=lambda s, m: [],
                environ={"HF_HOME": str(tmp_path / "hf")}, home=tmp_path / "home")
 
 

@@ -16,6 +16,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
+from backend.owners import ago
 from tui.messages import OrphanKilled
 from tui.worker_errors import WorkerErrorsToApp
 
@@ -44,12 +45,21 @@ class OrphanScreen(WorkerErrorsToApp, ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label("Processes no console owns are running and may hold GPU memory. "
-                        "A start now may fail with out-of-memory.", id="question")
+            yield Label(self._headline(), id="question")
             yield DataTable(id="orphans", cursor_type="row", zebra_stripes=True)
             yield Static("", id="report")
             yield Label("k: kill the highlighted pid only (or stop the supervisor that runs it)   "
                         "f: start anyway   esc: cancel", id="keys")
+
+    def _headline(self) -> str:
+        n = len(self.scan.orphans)
+        text = (f"{n} orphan{'s' if n != 1 else ''}: vLLM processes no live qwen-tui supervisor runs. "
+                "They may hold memory: a start now may fail with out-of-memory.")
+        servers = getattr(self.scan, "servers", [])
+        if servers:
+            text += (f" Also running, not orphans: {len(servers)} teammate server{'s' if len(servers) != 1 else ''}"
+                     " (never killed from here).")
+        return text
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -60,19 +70,24 @@ class OrphanScreen(WorkerErrorsToApp, ModalScreen[str | None]):
     def _fill(self) -> None:
         table = self.query_one(DataTable)
         table.clear()
-        for p in self.scan.processes:
-            sup = self.scan.owner(p.pid)
-            role = p.role if sup is None else f"{p.role} (sup {sup.pid})"
-            if sup is None and self.scan.refusal(p.pid):
-                role = f"{p.role} (other user)"
+        for p in self.scan.orphans:
+            role = f"{p.role} (other user)" if self.scan.refusal(p.pid) else p.role
             table.add_row(str(p.pid), role, _gib(p.gpu_bytes), _gib(p.rss_bytes), p.cmdline[:70] or p.name,
                           key=str(p.pid))
+        servers = getattr(self.scan, "servers", None) or []
+        shown = {t.sup.pid for t in servers}
+        for t in servers:  # one row per teammate's server, by user and port: its supervisor's pid
+            table.add_row(str(t.sup.pid), f"{t.user}'s server", _gib(t.gpu_total or None), _gib(t.rss_bytes),
+                          f"port {t.port or '?'} · {t.sup.state or '?'} · up {ago(t.uptime_s)} · "
+                          f"{t.sup.state_dir or 'state dir not visible'}", key=str(t.sup.pid))
         for s in getattr(self.scan, "supervisors", []):
-            table.add_row(str(s.pid), "supervisor", "—", "—",
-                          f"{s.user} · {s.state_dir or 'state dir not visible'}"
-                          + (f" · port {s.port}" if s.port else "") + (f" · {s.state}" if s.state else ""),
-                          key=str(s.pid))
+            if s.pid not in shown:
+                table.add_row(str(s.pid), "supervisor", "—", "—",
+                              f"{s.user} · {s.state_dir or 'state dir not visible'}"
+                              + (f" · port {s.port}" if s.port else "") + (f" · {s.state}" if s.state else ""),
+                              key=str(s.pid))
         note = f"NVML: {self.scan.nvml}" if self.scan.nvml else f"GPU memory held: {_gib(self.scan.gpu_bytes)}"
+        self.query_one("#question", Label).update(self._headline())
         self.query_one("#question", Label).tooltip = note
 
     def _supervisor_for(self, pid: int):
@@ -146,7 +161,7 @@ class OrphanScreen(WorkerErrorsToApp, ModalScreen[str | None]):
         summary = message.stopped if isinstance(message.stopped, str) else message.stopped.summary()
         report.update(f"pid {message.pid}: {summary}")
         self.scan = message.scan
-        if not self.scan.processes:
+        if not self.scan.orphans:
             self.app.notify(f"pid {message.pid}: {summary}", timeout=8)
             self.dismiss("start")
             return

@@ -156,7 +156,9 @@ class ServerActions:
 
     # handlers by name (on_…): a mixin's @on handlers are not collected by Textual's metaclass
     def on_orphans_scanned(self, message: OrphansScanned) -> None:
-        if not message.scan.processes:
+        for t in getattr(message.scan, "servers", []):  # a teammate's server: said, never a question
+            self.notify(f"starting beside {t.describe()}", timeout=8)
+        if not message.scan.orphans:
             self._set_phase("start")
             self.start_worker(False, message.done)
             return
