@@ -18,7 +18,8 @@ from pathlib import Path
 from backend.settings import Settings
 
 # Keys that are not flags.
-_NOT_FLAGS = {"model", "env", "extra_args", "api_key", "api_key_file"}  # the key goes by VLLM_API_KEY
+# the key goes by VLLM_API_KEY; sleep_after_idle_s is the supervisor's own timer, not vLLM's
+_NOT_FLAGS = {"model", "env", "extra_args", "api_key", "api_key_file", "sleep_after_idle_s"}
 # Boolean flags that default to on in V1: False is passed as --no-<flag>.
 _NEGATABLE = {"enable_prefix_caching", "enable_chunked_prefill"}
 # Environment every launch gets: plain log lines (no ANSI), unbuffered output.

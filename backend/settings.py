@@ -79,6 +79,8 @@ SERVER: dict[str, Key] = {
     "max_logprobs": Key(int, None, "most logprobs a request may ask for"),
     "enable_sleep_mode": Key(bool, None, "allow `qwen-tui sleep` / `wake`: free the GPU memory without a restart "
                              "(adds VLLM_SERVER_DEV_MODE=1; CUDA only, not vLLM's CPU build)"),
+    "sleep_after_idle_s": Key((int, float), None, "put a READY server to sleep (level 1) after this many seconds "
+                              "with no running or waiting request (needs enable_sleep_mode; unset = never)"),
     "extra_args": Key(list, [], "flags passed to vllm serve verbatim"),
     "env": Key(dict, {}, "environment of the server, e.g. NCCL_P2P_DISABLE = \"1\""),
 }
@@ -89,6 +91,9 @@ CONSOLE: dict[str, Key] = {
     "health_grace_s": Key((int, float), 15.0, "seconds /health may fail on a ready server before FAILED"),
     "gpu_interval_s": Key((int, float), 1.0, "seconds between NVML samples"),
     "metrics_interval_s": Key((int, float), 1.0, "seconds between /metrics reads while ready"),
+    "host_interval_s": Key((int, float), 5.0, "seconds between the host panel's samples (CPU, RAM, RSS)"),
+    "history_interval_s": Key((int, float), 5.0, "seconds between the flight recorder's samples of /metrics"),
+    "history_keep_h": Key((int, float), 48.0, "hours the flight recorder keeps (older samples are dropped)"),
     "stop_timeout": Key((int, float), 30.0, "seconds between SIGTERM and SIGKILL on stop"),
     "on_exit": Key(str, "ask", "when the console quits: ask, keep or stop the server",
                    ("ask", "keep", "stop")),
@@ -131,6 +136,9 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("server", "shutdown_timeout"): (0, None), ("server", "max_logprobs"): (0, None),
     ("console", "health_interval_s"): (0.05, 3600), ("console", "health_grace_s"): (0, 86400),
     ("console", "gpu_interval_s"): (0.1, 3600), ("console", "metrics_interval_s"): (0.05, 3600),
+    ("server", "sleep_after_idle_s"): (1, None),
+    ("console", "host_interval_s"): (0.5, 3600), ("console", "history_interval_s"): (1, 3600),
+    ("console", "history_keep_h"): (0.1, 24 * 366),
     ("console", "stop_timeout"): (0, 3600), ("console", "restart_max_failures"): (1, 1000),
     ("console", "restart_window_s"): (1, None), ("console", "log_max_lines"): (100, 10_000_000),
     ("planner", "gpu_memory_gib"): (0.1, 100_000), ("planner", "gpu_count"): (1, 1024),

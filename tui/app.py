@@ -22,7 +22,7 @@ from tui.themes import register_themes
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 # what each worker group does, for the message that says which one failed
 WORKER_PURPOSE = {
-    "poll": "the server poll", "gpus": "the GPU sampler", "metrics": "the /metrics reader",
+    "poll": "the server poll", "gpus": "the GPU sampler", "metrics": "the /metrics reader", "host": "the host sampler",
     "plan": "the memory planner", "action": "a server action", "start": "the start",
     "chat": "the chat", "bench": "the load test", "doctor": "the doctor", "report": "the report",
     "settings-save": "saving a setting", "orphan-kill": "the orphan kill",

@@ -250,3 +250,10 @@ class PullPolled(Message):
     state: dict[str, Any] | None
     alive: bool
     why: str | None = None
+
+
+@message
+class HostSampled(Message):
+    """One reading of the host's CPU, RAM, swap and the server's RSS (backend.host.HostSample)."""
+
+    sample: Any

@@ -617,3 +617,7 @@ COMMANDS = {
 from backend.cluster.cli import COMMANDS as _CLUSTER_COMMANDS  # noqa: E402  (cluster, router)
 
 COMMANDS.update(_CLUSTER_COMMANDS)
+
+from backend.cli.ops_cmd import COMMANDS as _OPS_COMMANDS  # noqa: E402  (host, history)
+
+COMMANDS.update(_OPS_COMMANDS)

@@ -20,13 +20,14 @@ from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from backend.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
-from tui.messages import ActionFinished, ChatFinished, GpusSampled, MetricsSampled, PlanReady, ServerPolled
+from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
 from tui.widgets.figure_strip import FigureStrip
 from tui.widgets.figures_panel import FiguresPanel
 from tui.widgets.gpu_panel import GpuPanel
+from tui.widgets.host_panel import HostPanel
 from tui.widgets.keys_footer import KeysFooter
 from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
@@ -88,6 +89,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
                 yield MetricsPanel(id="metrics", classes="panel")
                 yield LedgerPanel(id="ledger", classes="panel")
                 yield Vertical(id="gpus")
+                yield HostPanel(id="host", classes="panel")
         yield Input(placeholder="search the log (enter: filter, esc: clear)", id="search")
         yield KeysFooter(id="footer")
 
@@ -205,6 +207,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
     def _after_first_frame(self) -> None:
         self.app.first_frame_shown()
         self.sample_gpus()  # NVML opens in its thread (the console's monitor is made unopened)
+        self.sample_host()  # psutil is imported in its thread
         self.compute_plan()
         self.check_pull()
 
@@ -358,8 +361,15 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         if self.busy:
             self.notify("busy: wait for the last action to finish", severity="warning")
             return
-        self.busy = True
         action = "wake" if state is ServerState.SLEEPING else "sleep"
+        warning = self.sleep_fit_warning() if action == "sleep" else None
+        now = time.monotonic()
+        if warning and now - getattr(self, "_sleep_warned_at", 0.0) > 5.0:  # the host could swap or OOM-kill
+            self._sleep_warned_at = now
+            self.notify(f"{warning}. z again within 5 s: sleep anyway", severity="warning", timeout=6)
+            return
+        self._sleep_warned_at = 0.0
+        self.busy = True
         self.notify(f"{action}…")
         self.sleep_worker(action)
 
@@ -420,6 +430,35 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         total = [s.memory_total_bytes for s in message.samples if s.memory_total_bytes]
         self.gpu_memory = (sum(used) / 2**30, sum(total) / 2**30) if used and total else None
         self._show_strip()
+
+    @work(group="host", exclusive=True, exit_on_error=False)
+    async def sample_host(self) -> None:
+        """The host panel every console.host_interval_s: CPU, RAM, swap, the server's RSS (psutil, in a thread)."""
+        host = await asyncio.to_thread(importlib.import_module, "backend.host")  # psutil: not before the first frame
+        while True:
+            st = self.state
+            live = st.state in SUPERVISED
+            sample = await asyncio.to_thread(host.sample, st.get("supervisor_pid") if live else None,
+                                             st.get("pid") if live else None)
+            self.post_message(HostSampled(sample))
+            await asyncio.sleep(float(self.app.settings.console["host_interval_s"]))
+
+    def sleep_fit_warning(self, available: int | None = None) -> str | None:
+        """Would a level-1 sleep fit in the host's free RAM (the weights from the log, else the plan)?"""
+        from backend import host  # the sampler imported it already
+
+        sample = getattr(self, "host_sample", None)
+        if sample is None:
+            return None
+        tp = int(self.app.settings.server.get("tensor_parallel_size") or 1)
+        weights = host.weights_bytes(self.parsed, self.plan, tp)
+        level = self.state.get("sleep_level") if self.state.state is ServerState.SLEEPING else None
+        return host.sleep_fit(weights, sample.ram_available_bytes if available is None else available, level)
+
+    @on(HostSampled)
+    def show_host(self, message: HostSampled) -> None:
+        self.host_sample = message.sample
+        self.query_one(HostPanel).show(message.sample, self.sleep_fit_warning())
 
     @work(group="metrics", exclusive=True, exit_on_error=False)
     async def read_metrics(self) -> None:

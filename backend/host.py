@@ -1,0 +1,142 @@
+"""The host's side of serving: CPU load, RAM, swap, and the RSS of the supervisor and its vLLM processes.
+
+Why it matters: vLLM's level-1 sleep copies the weights into pinned host RAM (~28 GiB for a 14B in
+bf16), so a box whose free RAM is smaller swaps or gets OOM-killed when `z` is pressed. `sleep_fit`
+says so before it happens. Plain, blocking Python (psutil): callers sample it from a thread.
+
+Bounded: one sample reads /proc for at most PROCS_MOST processes of the server's tree (a TP=8 server
+has ~10), never a scan of every process on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PROCS_MOST = 16
+GiB = 1 << 30
+# pinned host memory beyond the weights themselves (allocator rounding, the CUDA host pool): a margin,
+# not a measurement; the warning says "about"
+SLEEP_MARGIN = 1.05
+
+
+@dataclass(frozen=True)
+class ProcMem:
+    pid: int
+    role: str  # "supervisor", "api_server", "engine_core", "worker", "vllm", "other"
+    rss_bytes: int | None
+
+
+@dataclass(frozen=True)
+class HostSample:
+    at: float  # time.time()
+    cpu_count: int
+    load_1m: float | None
+    cpu_percent: float | None  # all cores, since the previous sample (None on the first)
+    ram_total_bytes: int
+    ram_used_bytes: int
+    ram_available_bytes: int
+    swap_total_bytes: int
+    swap_used_bytes: int
+    procs: list[ProcMem] = field(default_factory=list)
+    procs_left_out: int = 0
+
+    @property
+    def server_rss_bytes(self) -> int:
+        return sum(p.rss_bytes or 0 for p in self.procs if p.role != "supervisor")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["server_rss_bytes"] = self.server_rss_bytes
+        return d
+
+
+def _rss(pid: int) -> tuple[str, int | None] | None:
+    import psutil  # start-up: the console's first frame does not need it
+
+    from backend import procs  # psutil with it: only once a sample is taken
+
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            argv = p.cmdline()
+            return procs._role(p.name(), argv), p.memory_info().rss
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.AccessDenied:
+        return "other", None
+
+
+def server_pids(server_pid: int | None) -> list[int]:
+    """The API server and its descendants (engine core, workers), sorted."""
+    if not server_pid:
+        return []
+    from backend import procs  # psutil: only once a sample is taken
+
+    return sorted({server_pid, *procs.descendants(server_pid)})
+
+
+_cpu_primed = False
+
+
+def sample(supervisor_pid: int | None = None, server_pid: int | None = None,
+           cpu_window_s: float | None = None) -> HostSample:
+    """One reading. The supervisor's RSS and each vLLM process's, when their pids are given.
+    CPU % is over the time since the previous sample (a poller's interval), or over cpu_window_s
+    (blocking) for a one-off; the first sample of a poller has none rather than psutil's meaningless 0.0."""
+    import psutil  # start-up: the console's first frame does not need it
+
+    global _cpu_primed
+
+    vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+    try:
+        load: float | None = os.getloadavg()[0]
+    except OSError:
+        load = None
+    cpu: float | None = psutil.cpu_percent(interval=cpu_window_s)
+    if cpu_window_s is None and not _cpu_primed:
+        cpu = None
+    _cpu_primed = True
+    pids = ([supervisor_pid] if supervisor_pid else []) + [p for p in server_pids(server_pid) if p != supervisor_pid]
+    shown: list[ProcMem] = []
+    for pid in pids[:PROCS_MOST]:
+        got = _rss(pid)
+        if got is None:
+            continue
+        role = "supervisor" if pid == supervisor_pid else got[0]
+        shown.append(ProcMem(pid, role, got[1]))
+    return HostSample(at=time.time(), cpu_count=psutil.cpu_count() or 1, load_1m=load, cpu_percent=cpu,
+                      ram_total_bytes=vm.total, ram_used_bytes=vm.total - vm.available,
+                      ram_available_bytes=vm.available, swap_total_bytes=sw.total, swap_used_bytes=sw.used,
+                      procs=shown, procs_left_out=max(0, len(pids) - PROCS_MOST))
+
+
+def weights_bytes(parsed: dict[str, Any] | None, plan: dict[str, Any] | None, tp: int = 1) -> int | None:
+    """The whole model's weights: the log's per-rank figure times the ranks, else the ledger's plan."""
+    gib = (parsed or {}).get("weights_gib")
+    if isinstance(gib, (int, float)) and gib > 0:
+        return int(gib * GiB * max(1, tp))
+    b = (plan or {}).get("weights_bytes")
+    return int(b) if isinstance(b, (int, float)) and b > 0 else None
+
+
+def sleep_fit(weights: int | None, available: int, asleep_level: int | None = None) -> str | None:
+    """A warning when a level-1 sleep would not fit in the RAM available now; None when it fits or is
+    unknown. While asleep at level 1 the weights are already in RAM: nothing to warn about."""
+    if weights is None or asleep_level == 1:
+        return None
+    need = int(weights * SLEEP_MARGIN)
+    if need <= available:
+        return None
+    return (f"level-1 sleep needs about {need / GiB:.1f} GiB of host RAM for the weights; "
+            f"{available / GiB:.1f} GiB is available: use level 2 (weights dropped, reloaded on wake)")
+
+
+def summary(s: HostSample) -> dict[str, Any]:
+    """The `host --json` object: the sample plus derived fractions."""
+    d = s.to_dict()
+    d["ram_used_fraction"] = round(s.ram_used_bytes / s.ram_total_bytes, 4) if s.ram_total_bytes else None
+    d["swap_used_fraction"] = round(s.swap_used_bytes / s.swap_total_bytes, 4) if s.swap_total_bytes else None
+    return d

@@ -1,0 +1,58 @@
+"""backend.host: the host's RAM, swap and the server tree's RSS, and the level-1 sleep fit warning."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from backend import host
+from backend.cli import main
+
+GIB = 1 << 30
+
+
+def test_a_sample_has_the_supervisor_and_each_process_of_the_server_tree():
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        first = host.sample(os.getpid(), child.pid)
+        s = host.sample(os.getpid(), child.pid)
+    finally:
+        child.stdin.close()
+        child.wait(10)
+    assert first.ram_total_bytes > 0 and 0 < s.ram_available_bytes <= s.ram_total_bytes
+    assert s.ram_used_bytes == s.ram_total_bytes - s.ram_available_bytes
+    assert s.cpu_percent is not None  # the second sample of a poller has one
+    assert [(p.pid, p.role) for p in s.procs] == [(os.getpid(), "supervisor"), (child.pid, "other")]
+    assert all(p.rss_bytes and p.rss_bytes > 1 << 20 for p in s.procs)
+    assert s.server_rss_bytes == s.procs[1].rss_bytes  # the supervisor is not the server
+    assert host.sample(None, None).procs == []
+
+
+def test_the_process_list_is_bounded(monkeypatch):
+    monkeypatch.setattr(host, "PROCS_MOST", 1)
+    monkeypatch.setattr(host, "server_pids", lambda pid: [pid, os.getppid()])
+    s = host.sample(None, os.getpid())
+    assert len(s.procs) == 1 and s.procs_left_out == 1
+
+
+def test_sleep_fit_warns_only_when_the_weights_do_not_fit():
+    assert host.sleep_fit(28 * GIB, 64 * GIB) is None
+    w = host.sleep_fit(28 * GIB, 20 * GIB)
+    assert w and "29.4 GiB" in w and "20.0 GiB" in w and "level 2" in w
+    assert host.sleep_fit(None, 1) is None  # unknown weights: no claim
+    assert host.sleep_fit(28 * GIB, 1, asleep_level=1) is None  # already in RAM
+
+
+def test_weights_come_from_the_log_per_rank_times_tp_else_the_plan():
+    assert host.weights_bytes({"weights_gib": 14.0}, {"weights_bytes": 1}, tp=2) == 28 * GIB
+    assert host.weights_bytes({}, {"weights_bytes": 5 * GIB}) == 5 * GIB
+    assert host.weights_bytes(None, None) is None
+
+
+def test_host_json(capsys, qhome):
+    assert main(["host", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ram_total_bytes"] > 0 and out["procs"] == [] and out["sleep_fit_warning"] is None
+    assert out["server_state"] is None and 0 < out["ram_used_fraction"] < 1
