@@ -100,11 +100,14 @@ class Supervisor:
         self.gpu_release: dict[str, Any] | None = None
         self._cmdline = statefile.cmdline(os.getpid())  # re-attach checks it with the start time
         self.sleep = sleep.SleepControl(bool(settings.server.get("enable_sleep_mode")))
+        self.recorder: Any = None  # backend.recorder.Recorder, its own thread: made in run()
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
         self.state, self.detail = state, detail
         self._write_state()
+        if self.recorder is not None:  # a queue put: never blocks the loop
+            self.recorder.event("restart" if state == "starting" and self.restarts else state, detail)
         if self.on_state:
             self.on_state(Transition(state, detail, time.time()))
 
@@ -364,9 +367,15 @@ class Supervisor:
             from backend.orphans import configured_gpus
 
             self.gpus = await asyncio.to_thread(GpuMonitor, configured_gpus(self.settings.env))
+        from backend import idle_sleep, recorder  # the flight recorder's thread and the idle timer
+
+        self.recorder = recorder.attach(self)
+        idle = asyncio.create_task(idle_sleep.watch(self))
         try:
             return await self._run_loop()
         finally:
+            idle.cancel()
+            await asyncio.to_thread(self.recorder.stop)
             if self.gpus is not None:
                 self.gpus.shutdown()
 

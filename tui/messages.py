@@ -257,3 +257,12 @@ class HostSampled(Message):
     """One reading of the host's CPU, RAM, swap and the server's RSS (backend.host.HostSample)."""
 
     sample: Any
+
+
+@message
+class HistoryRead(Message):
+    """The flight recorder's window (backend.history.Window) for the history view, or why not."""
+
+    window: Any
+    label: str
+    error: str | None = None

@@ -61,6 +61,7 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         Binding("z", "sleep_wake", "Sleep/Wake", id="sleep"),
         Binding("n", "cluster", "Cluster", id="cluster"),
         Binding("g", "pull", "Get model", id="pull"),
+        Binding("h", "history", "History", id="history"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
         Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input
@@ -328,6 +329,12 @@ class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
         live = await asyncio.to_thread(pull_state.running)
         if live:
             self.notify(f"a pull of {live.get('repo_id')} is running (pid {live.get('pid')}): g shows it", timeout=8)
+
+    def action_history(self) -> None:
+        """h: the flight recorder's last hour / day (what the supervisor sampled from /metrics, its events)."""
+        from tui.screens.history import HistoryScreen  # start-up: loaded on first use
+
+        self.app.push_screen(HistoryScreen())
 
     def action_report(self) -> None:
         # start-up: loaded on first use, not before the console's first frame

@@ -18,7 +18,9 @@ ROLES = {"supervisor": "supervisor", "api_server": "API server", "engine_core": 
 
 
 def _g(b: int | None) -> str:
-    return "?" if b is None else f"{b / GIB:.1f} GiB"
+    if b is None:
+        return "?"
+    return f"{b / GIB:.1f} GiB" if b >= GIB else f"{b / 2**20:.0f} MiB"
 
 
 def rows(s: Any, most: int = 4, app=None) -> list[tuple[str, Text | str]]:

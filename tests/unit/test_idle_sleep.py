@@ -1,0 +1,94 @@
+"""Sleep when idle (backend/idle_sleep.py): the timer fed by the flight recorder reading a FAKE /metrics
+server; the sleep call itself is FAKED (fake_sleep_call below: vLLM's sleep needs a GPU)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+from backend import history, idle_sleep, recorder
+from backend.launch import build_launch
+from backend.settings import load
+from tests.helpers.fake_metrics import FakeMetrics
+
+
+def test_the_timer_counts_from_ready_or_the_last_activity_and_needs_a_fresh_idle_sample():
+    t = idle_sleep.IdleTimer(10)
+    idle = {"t": 100.0, "running": 0, "waiting": 0}
+    assert not t.due("starting", 90.0, None, None, 3)
+    assert not t.due("ready", 100.0, None, idle, 3)  # READY at 100
+    assert not t.due("ready", 109.0, None, dict(idle, t=108.0), 3)
+    assert t.due("ready", 110.5, None, dict(idle, t=110.0), 3)
+    assert not t.due("ready", 110.5, 105.0, dict(idle, t=110.0), 3)  # a request finished at 105
+    assert t.due("ready", 115.5, 105.0, dict(idle, t=115.0), 3)
+    assert not t.due("ready", 120.0, None, dict(idle, t=115.0), 3)  # no sample for 5 s: not proven
+    assert not t.due("ready", 120.0, None, dict(idle, t=119.0, waiting=1), 3)
+    assert not t.due("sleeping", 200.0, None, dict(idle, t=199.0), 3)
+    assert not t.due("ready", 205.0, None, dict(idle, t=204.0), 3)  # woke at 205: counts from there
+
+
+class Sup:
+    """The few supervisor attributes the idle timer reads, and a FAKE sleep call that records requests."""
+
+    def __init__(self, idle_s: float, enabled: bool = True) -> None:
+        self.settings = SimpleNamespace(server={"sleep_after_idle_s": idle_s, "tensor_parallel_size": 1})
+        self.sleep = SimpleNamespace(enabled=enabled, busy=None)
+        self.parser = SimpleNamespace(snapshot=lambda: {"weights_gib": 0.01})
+        self.state, self.detail, self.writes = "ready", "", 0
+        self.requests: list[dict] = []
+
+    def _write_state(self) -> None:
+        self.writes += 1
+
+    async def fake_sleep_call(self, sup, req):  # FAKED: no POST /sleep, only the state change it makes
+        self.requests.append(req)
+        self.state, self.detail = "sleeping", f"level {req['level']}: freed"
+        return {"ok": True, "message": "asleep"}
+
+
+async def _wait(pred, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_busy_server_is_kept_awake_and_an_idle_one_is_put_to_sleep_once(tmp_path):
+    with FakeMetrics() as fake:
+        fake.values["vllm:num_requests_running"] = 2.0
+        sup = Sup(idle_s=1.0)
+        sup.recorder = rec = recorder.Recorder(tmp_path, lambda: (sup.state, fake.base_url), interval_s=0.1)
+        rec.start()
+        task = asyncio.create_task(idle_sleep.watch(sup, tick_s=0.05, sleep_call=sup.fake_sleep_call))
+        try:
+            await _wait(lambda: rec.samples >= 20)  # ~2 s of a busy server: twice the idle time
+            assert sup.requests == []
+            fake.values["vllm:num_requests_running"] = 0.0
+            quiet_from = time.time()
+            await _wait(lambda: sup.requests)
+            # idle counts from the last sample that saw a request: read up to one interval before the switch
+            assert time.time() - quiet_from >= 1.0 - rec.interval
+            assert sup.requests[0]["action"] == "sleep" and sup.requests[0]["level"] == 1
+            assert sup.state == "sleeping" and sup.detail.startswith("idle 1 s; level 1")
+            n = rec.samples
+            await _wait(lambda: rec.samples >= n + 10)
+            assert len(sup.requests) == 1  # asleep: not asked again
+        finally:
+            task.cancel()
+            rec.stop()
+    kinds = [e["kind"] for e in history.load(rec.path, 3600).events]
+    assert kinds == ["idle_sleep"]
+
+
+async def test_off_without_sleep_mode_and_said_so(tmp_path):
+    sup = Sup(idle_s=1.0, enabled=False)
+    events = []
+    sup.recorder = SimpleNamespace(event=lambda kind, detail: events.append((kind, detail)))
+    await asyncio.wait_for(idle_sleep.watch(sup, sleep_call=sup.fake_sleep_call), 2)
+    assert events and events[0][0] == "note" and "enable_sleep_mode" in events[0][1]
+
+
+def test_the_setting_is_the_supervisors_not_a_vllm_flag():
+    argv = build_launch(load(None, overrides=["server.sleep_after_idle_s=600"])).argv
+    assert not any("idle" in a for a in argv)
