@@ -86,7 +86,7 @@ async def watch(sup: Any, tick_s: float = TICK_S, sleep_call: Any = None) -> Non
         op = await call(sup, {"id": f"idle-{int(now)}", "action": "sleep", "level": level})
         if op.get("ok") and sup.state == "sleeping":
             rec.event("idle_sleep", f"after {idle_s:.0f} s idle: level {level}")
-            sup.detail = f"idle {idle_s:.0f} s; {sup.detail}"
+            sup.detail = f"asleep after {idle_s:.0f} s idle; {sup.detail}"
             sup._write_state()
         else:
             timer.gave_up = True

@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from backend import energy
 from backend.chat import (
     ChatError,
     ChatResult,
@@ -422,10 +423,11 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
 async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | None = None, *,
                     status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
-                    base_url: str | None = None, model: str | None = None) -> dict[str, Any]:
+                    base_url: str | None = None, model: str | None = None, gpus: Any = None) -> dict[str, Any]:
     """The whole run; returns the `bench --json` object. Never raises for a server problem: a run
     that could not start has `error` and `fix` and counts nothing. Raises BenchInputError.
-    `base_url`: another server than the settings' own (a router: `bench --url`)."""
+    `base_url`: another server than the settings' own (a router: `bench --url`). `gpus`: a GpuMonitor
+    whose power is sampled while the requests run (backend/energy.py); None: energy unknown."""
     cfg.check()
     base_url, model = (base_url or settings.base_url).rstrip("/"), model or settings.served_name
     api_key = settings.api_key
@@ -433,6 +435,8 @@ async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | N
     predicted = predict(settings, status, plan)
     report: dict[str, Any] = {"requests": cfg.requests, "concurrency": cfg.concurrency,
                               "max_tokens": cfg.max_tokens, **aggregate([], 0.0)}
+    power = await asyncio.to_thread(energy.PowerSampler, gpus)  # may open NVML: off the loop
+    report.update(power.figures(None, None))
     report.update(predicted=predicted, server={"base_url": base_url, "model": model}, notes=[])
     limits = httpx.Limits(max_connections=cfg.concurrency + 4, max_keepalive_connections=cfg.concurrency + 4)
     timeout = httpx.Timeout(connect=5.0, read=READ_TIMEOUT_S, write=30.0, pool=30.0)
@@ -455,8 +459,17 @@ async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | N
         report["server"]["max_model_len"] = prep.max_model_len
         predicted["max_model_len"] = prep.max_model_len or predicted["max_model_len"]
         report["max_tokens"] = prep.max_tokens
-        results, wall = await run_requests(one, cfg.requests, cfg.concurrency, on_progress)
+        sampling = asyncio.create_task(power.run()) if power.enabled else None
+        try:
+            results, wall = await run_requests(one, cfg.requests, cfg.concurrency, on_progress)
+        finally:
+            if sampling is not None:
+                sampling.cancel()
+                await asyncio.gather(sampling, return_exceptions=True)
+        if power.enabled:
+            await power.read()  # the draw at the end: the last trapezoid
     report.update(aggregate(results, wall))
+    report.update(power.figures(report["output_tokens"], report["output_tokens_per_s"]))
     per_request = (report["prompt_tokens"] or prep.prompt_tokens or cfg.prompt_tokens) + prep.max_tokens
     report["notes"] = prep.notes + capacity_notes(predicted, cfg.concurrency, per_request) + burst_notes(report)
     return report
@@ -494,6 +507,7 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
             f"p90 {_fmt(tpot.get('p90'), '.1f')}  p99 {_fmt(tpot.get('p99'), '.1f')}",
             f"  latency s     p50 {_fmt(lat['p50'], '.2f')}  p90 {_fmt(lat['p90'], '.2f')}",
             f"  decode tok/s  p50 {_fmt(rep['decode_tokens_per_s_per_request']['p50'], '.1f')} per request"]
+    out.append(energy.line(rep))
     if rep["failed"]:
         out.append(f"failed: {rep['failed']}")
     out += [f"  error: {e}" for e in rep["errors"]]
@@ -548,12 +562,16 @@ def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err
     if inputs is None:
         return 2
     status, plan = inputs
+    gpus = energy.monitor_for(settings)  # NVML for the server's GPUs (none on the CPU build)
     try:
         rep = asyncio.run(run_bench(settings, cfg, None if as_json else _progress_printer(err),
-                                    status=status, plan=plan))
+                                    status=status, plan=plan, gpus=gpus))
     except BenchInputError as e:
         err.write(f"qwen-tui: {e}\n")
         return 2
+    finally:
+        if gpus is not None:
+            gpus.shutdown()
     return write_report(rep, cfg, as_json, out, err)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from backend import metrics, paths
+from backend import energy, metrics, paths
 from backend.httpclient import async_client
 from backend.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, cli_inputs, predict, run_bench
 
@@ -37,7 +37,10 @@ DEFAULT_OUTPUT_TOKENS = 500
 CSV_FIELDS = ("concurrency", "requests", "completed", "failed", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms",
               "per_request_tokens_per_s", "output_tokens_per_s", "requests_per_s", "peak_kv_cache_usage",
               "peak_waiting", "queued", "preemptions", "above_max_concurrency", "errors",
-              "model", "profile", "max_model_len", "max_num_seqs", "input_tokens", "output_tokens")
+              "model", "profile", "max_model_len", "max_num_seqs", "input_tokens", "output_tokens",
+              "joules_per_output_token", "output_tokens_per_s_per_w", "power_w_mean", "energy_j")
+ENERGY_FIELDS = ("energy_j", "power_w_mean", "power_w_max", "joules_per_output_token", "output_tokens_per_s_per_w",
+                 "power_samples", "power_limit_w", "energy_note")
 
 
 def parse_levels(text: str) -> list[int]:
@@ -174,6 +177,7 @@ def level_row(rep: dict[str, Any], concurrency: int, server: dict[str, Any],
         "above_max_concurrency": bool(max_conc is not None and concurrency > max_conc),
         "above_decode_ceiling": bool(ceiling and per_req and per_req > ceiling),
         "notes": list(rep.get("notes") or []),
+        **{k: rep.get(k) for k in ENERGY_FIELDS},
         **({"error": rep["error"], "fix": rep.get("fix")} if rep.get("error") else {}),
     }
 
@@ -187,9 +191,10 @@ def settings_record(settings: Any) -> dict[str, Any]:
 async def run_sweep(settings: Any, cfg: SweepConfig, on_event: EventFn | None = None, *,
                     status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
-                    sample_s: float = SAMPLE_S) -> dict[str, Any]:
+                    sample_s: float = SAMPLE_S, gpus: Any = None) -> dict[str, Any]:
     """Every level in turn; returns the `bench --sweep --json` object. A level that could not run
-    (no server, the warm-up failed) ends the sweep with `error`. Raises BenchInputError."""
+    (no server, the warm-up failed) ends the sweep with `error`. Raises BenchInputError.
+    `gpus`: a GpuMonitor whose power each level samples (energy per token); None: unknown."""
     cfg.check()
     predicted = predict(settings, status, plan)
     max_conc, ceiling = predicted.get("max_concurrency"), predicted.get("decode_ceiling_tokens_per_s")
@@ -219,7 +224,8 @@ async def run_sweep(settings: Any, cfg: SweepConfig, on_event: EventFn | None = 
             emit(LevelProgress(i, len(cfg.levels), level, 0, bench.requests, 0))
             task = asyncio.create_task(sampler.run())
             try:
-                rep = await run_bench(settings, bench, progress, status=status, plan=plan, transport=transport)
+                rep = await run_bench(settings, bench, progress, status=status, plan=plan, transport=transport,
+                                      gpus=gpus)
             finally:
                 task.cancel()
                 try:
@@ -235,6 +241,8 @@ async def run_sweep(settings: Any, cfg: SweepConfig, on_event: EventFn | None = 
                 out.update(error=rep["error"], fix=rep.get("fix"))
                 break
     out["finished_at"] = time.time()
+    limit = next((r.get("power_limit_w") for r in out["levels"] if r.get("joules_per_output_token") is not None), None)
+    out["power_cap_command"] = energy.cap_command([g.index for g in gpus.gpus], limit) if gpus is not None else None
     return out
 
 
@@ -260,7 +268,9 @@ def csv_text(result: dict[str, Any]) -> str:
             "model": srv.get("served_model_name") or srv.get("model"),
             "profile": (result.get("settings") or {}).get("profile") or "",
             "max_model_len": srv.get("max_model_len"), "max_num_seqs": srv.get("max_num_seqs"),
-            "input_tokens": result.get("input_tokens"), "output_tokens": result.get("output_tokens")})
+            "input_tokens": result.get("input_tokens"), "output_tokens": result.get("output_tokens"),
+            **{k: energy.UNKNOWN if r.get(k) is None else r[k]
+               for k in ("joules_per_output_token", "output_tokens_per_s_per_w", "power_w_mean", "energy_j")}})
     return buf.getvalue()
 
 
@@ -337,7 +347,24 @@ def table_lines(result: dict[str, Any]) -> list[str]:
                 if ceiling else "batch-1 decode ceiling n/a (CPU or unknown card)")
     if any(r.get("burst") for r in result.get("levels") or []):
         said.append("burst: the tokens reached the client together (short of CPU): no per-request rate")
-    out += ["", *said]
+    out += ["", *said, *energy_lines(result)]
+    return out
+
+
+def energy_lines(result: dict[str, Any]) -> list[str]:
+    """Energy per level (J per output token, tok/s per W), or one line saying it is unknown and why."""
+    levels = result.get("levels") or []
+    if not any("joules_per_output_token" in r for r in levels):  # a sweep saved before energy was measured
+        return []
+    if all(r.get("joules_per_output_token") is None for r in levels):
+        return [f"energy: {energy.UNKNOWN} ({levels[0].get('energy_note') or 'power not measured'})"]
+    out = ["", f"{'conc':>5} {'J/token':>8} {'tok/s/W':>8} {'W mean':>7} {'W max':>6}  (GPU power, NVML)"]
+    for r in levels:
+        out.append(f"{r['concurrency']:>5} {energy.fmt(r.get('joules_per_output_token'), '.3f'):>8} "
+                   f"{energy.fmt(r.get('output_tokens_per_s_per_w'), '.3f'):>8} "
+                   f"{energy.fmt(r.get('power_w_mean'), '.0f'):>7} {energy.fmt(r.get('power_w_max'), '.0f'):>6}")
+    if result.get("power_cap_command"):
+        out.append(f"power cap, to compare: {result['power_cap_command']}")
     return out
 
 
@@ -351,6 +378,7 @@ def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None
     if inputs is None:
         return 2
     status, plan = inputs
+    gpus = energy.monitor_for(settings)  # NVML for the server's GPUs (none on the CPU build)
 
     def show(ev: Any) -> None:
         if as_json:
@@ -362,10 +390,13 @@ def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None
         err.flush()
 
     try:
-        result = asyncio.run(run_sweep(settings, cfg, show, status=status, plan=plan))
+        result = asyncio.run(run_sweep(settings, cfg, show, status=status, plan=plan, gpus=gpus))
     except BenchInputError as e:
         err.write(f"qwen-tui: {e}\n")
         return 2
+    finally:
+        if gpus is not None:
+            gpus.shutdown()
     prev = previous(folder=save_dir)
     try:
         if any(r["completed"] for r in result["levels"]):  # a sweep that measured nothing is not kept

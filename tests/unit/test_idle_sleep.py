@@ -70,7 +70,7 @@ async def test_a_busy_server_is_kept_awake_and_an_idle_one_is_put_to_sleep_once(
             # idle counts from the last sample that saw a request: read up to one interval before the switch
             assert time.time() - quiet_from >= 1.0 - rec.interval
             assert sup.requests[0]["action"] == "sleep" and sup.requests[0]["level"] == 1
-            assert sup.state == "sleeping" and sup.detail.startswith("idle 1 s; level 1")
+            assert sup.state == "sleeping" and sup.detail.startswith("asleep after 1 s idle; level 1")
             n = rec.samples
             await _wait(lambda: rec.samples >= n + 10)
             assert len(sup.requests) == 1  # asleep: not asked again

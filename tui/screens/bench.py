@@ -66,7 +66,7 @@ class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
         try:
             report = await run_bench(self.app.settings, self.config,
                                      lambda p: self.post_message(BenchProgress(p.done, p.in_flight, p.total)),
-                                     status=self.status, plan=self.plan)
+                                     status=self.status, plan=self.plan, gpus=self.app.gpus)
             self.post_message(BenchFinished(report))
         except BenchInputError as e:
             self.post_message(BenchFinished(None, error=str(e)))

@@ -23,7 +23,7 @@ from tui.palette import style
 
 DEFAULT_LEVELS = (1, 4, 8, 16, 32)
 COLUMNS = ("conc", "TTFT mean ms", "p50", "p99", "tok/s/req", "total tok/s", "req/s", "err", "KV peak",
-           "queued", "prev total tok/s", "prev TTFT ms")
+           "queued", "prev total tok/s", "prev TTFT ms", "J/token", "tok/s/W")
 
 
 def theme_rgb(app: Any, name: str) -> tuple[int, int, int] | None:
@@ -39,6 +39,11 @@ def _f(x: Any, spec: str) -> str:
     return "–" if x is None else format(x, spec)
 
 
+def _e(x: Any, spec: str) -> str:
+    """An energy figure: "unknown" without NVML, never 0 or a dash that reads as 'none'."""
+    return "unknown" if x is None else format(x, spec)
+
+
 def table_row(row: dict[str, Any], prev: dict[str, Any] | None) -> tuple[str, ...]:
     kv, q = row.get("peak_kv_cache_usage"), row.get("queued")
     return (f"{row['concurrency']}{' *' if row.get('above_max_concurrency') else ''}",
@@ -49,7 +54,8 @@ def table_row(row: dict[str, Any], prev: dict[str, Any] | None) -> tuple[str, ..
             str(row.get("failed", 0)), "–" if kv is None else f"{kv * 100:.0f} %",
             "–" if q is None else ("yes" if q else "no"),
             _f((prev or {}).get("output_tokens_per_s"), ".1f"),
-            _f(((prev or {}).get("ttft_ms") or {}).get("mean"), ".0f"))
+            _f(((prev or {}).get("ttft_ms") or {}).get("mean"), ".0f"),
+            _e(row.get("joules_per_output_token"), ".3f"), _e(row.get("output_tokens_per_s_per_w"), ".3f"))
 
 
 class SweepScreen(ModalScreen[None]):
@@ -110,7 +116,8 @@ class SweepScreen(ModalScreen[None]):
             previous = await asyncio.to_thread(sweep.previous, None, self.save_dir)
             result = await sweep.run_sweep(self.app.settings, self.config,
                                            lambda ev: self.post_message(SweepEvent(ev)),
-                                           status=self.status, plan=self.plan, transport=self.transport)
+                                           status=self.status, plan=self.plan, transport=self.transport,
+                                           gpus=self.app.gpus)
             if any(r["completed"] for r in result["levels"]):
                 jpath, cpath = await asyncio.to_thread(sweep.save, result, self.save_dir)
                 result["saved"] = {"json": str(jpath), "csv": str(cpath)}
@@ -208,6 +215,11 @@ class SweepScreen(ModalScreen[None]):
                 plt.vline(mc, theme_rgb(self.app, "error"))  # the ledger's max concurrency
             if wid == "#tps" and ceiling:
                 plt.hline(ceiling, theme_rgb(self.app, "warning"))  # the batch-1 decode ceiling
+            per_w = [(r["concurrency"], r["output_tokens_per_s_per_w"]) for r in self.rows
+                     if wid == "#tps" and r.get("output_tokens_per_s_per_w") is not None]
+            if per_w:  # energy: tok/s per W on the right axis (GPU power from NVML)
+                plt.plot([x for x, _ in per_w], [y for _, y in per_w], marker="dot", yside="right",
+                         label="tok/s per W (right)")
             plt.xlim(0, top * 1.05 + 1)
             widget.refresh()
 
