@@ -42,6 +42,11 @@ DEFERRED = [
     "tui.widgets.reply",
     "tui.widgets.chat_input",
     "backend.clipboard",
+    "backend.host",  # the host panel's psutil: imported in its sampler's thread
+    "backend.history",  # the history view (h) and the recorder's SQLite: on first use
+    "backend.recorder",
+    "sqlite3",
+    "tui.screens.history",
 ]
 
 # the console's start up to App.run(), in a fresh interpreter: its modules at that moment
