@@ -112,7 +112,8 @@ def cmd_history(args: argparse.Namespace) -> int:
           f"TTFT p50 {_ms(tot['ttft_p50_s'])} p99 {_ms(tot['ttft_p99_s'])}")
     print(f"HTTP {http}")
     for ev in win.events:
-        print(f"event {_clock(ev['t'], 0)}:{int(ev['t']) % 60:02d} {ev['kind']}: {ev['detail'] or ''}")
+        line = f"event {_clock(ev['t'], 0)}:{int(ev['t']) % 60:02d} {ev['kind']}: {ev['detail'] or ''}"
+        print(line if len(line) <= 80 else line[:79] + "…")
     return 0
 
 
