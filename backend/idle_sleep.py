@@ -8,9 +8,13 @@ than the sampling interval still counts). A server whose /metrics cannot be read
 Level 1 (weights to host RAM) unless the host's free RAM would not hold the weights (backend/host.py):
 then level 2. A sleep that fails is not retried until the server is READY again (a wake, a restart).
 
-Waking on a request is not done: vLLM has no hook that holds a request until /wake_up is done, so it
-would take a proxy in front of the server's port, which every request of an awake server pays for.
-`z`, `qwen-tui wake`, or a client calling POST /wake_up wakes it.
+Wake on request, without a proxy: while the server sleeps, the recorder's samples go on, and a POST to a
+/v1/ endpoint (http_requests_total by handler) or a request running or waiting that was not there when
+it fell asleep wakes it. Nothing sits in front of the server's port, so an awake server's requests pay
+nothing for it (the recorder's read is off their path: benchmarks/bench_recorder.py). The cost is on
+the sleeping side: the wake comes up to one recorder interval after the request, and that first request
+is answered as vLLM answers a sleeping engine (a 503 in the builds that guard their endpoints; the H200
+script records what 0.20.2 does). `z`, `qwen-tui wake`, or POST /wake_up wake it at once.
 """
 
 from __future__ import annotations
@@ -51,6 +55,30 @@ class IdleTimer:
         return idle is not None and idle >= self.idle_s
 
 
+class RequestWaker:
+    """While asleep: has a client asked for a generation since the server fell asleep?"""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.base: float | None = None  # POSTs to /v1/ when it fell asleep (the reading just before)
+
+    def due(self, state: str, now: float, reading: Any) -> bool:
+        if state != "sleeping":
+            self.since = self.base = None
+            return False
+        if self.since is None:
+            self.since = now
+            self.base = reading.values.get("gen_http", 0.0) if reading is not None else None
+            return False
+        if reading is None or reading.at < self.since:
+            return False
+        v = reading.values
+        if self.base is None:  # no reading from before the sleep: this first one is the base
+            self.base = v.get("gen_http", 0.0)
+        return (v.get("gen_http", 0.0) > self.base or (v.get("running") or 0) > 0
+                or (v.get("waiting") or 0) > 0)
+
+
 def _level(sup: Any) -> int:
     """1, unless the weights would not fit in the host's free RAM (then 2: dropped, reloaded on wake)."""
     try:
@@ -76,11 +104,19 @@ async def watch(sup: Any, tick_s: float = TICK_S, sleep_call: Any = None) -> Non
                       "the server is never put to sleep")
         return
     call = sleep_call or sup.sleep.handle
-    timer = IdleTimer(float(idle_s))
+    timer, waker = IdleTimer(float(idle_s)), RequestWaker()
     while True:
         await asyncio.sleep(tick_s)
         now = time.time()
-        if rec is None or sup.sleep.busy or not timer.due(sup.state, now, rec.busy_at, rec.last, 3 * rec.interval):
+        if rec is None or sup.sleep.busy:
+            continue
+        if waker.due(sup.state, now, rec.prev):
+            op = await call(sup, {"id": f"wake-{int(now)}", "action": "wake"})
+            rec.event("wake_on_request" if op.get("ok") else "wake_on_request_failed",
+                      str(op.get("message") or "")[:300])
+            waker.since = None
+            continue
+        if not timer.due(sup.state, now, rec.busy_at, rec.last, 3 * rec.interval):
             continue
         level = await asyncio.to_thread(_level, sup)
         op = await call(sup, {"id": f"idle-{int(now)}", "action": "sleep", "level": level})

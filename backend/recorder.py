@@ -117,6 +117,8 @@ def parse(text: str, at: float | None = None) -> Reading:
                     if s.name.endswith("_total"):
                         status = s.labels.get("status", "?")
                         r.http[status] = r.http.get(status, 0.0) + float(s.value)
+                        if s.labels.get("method") == "POST" and s.labels.get("handler", "").startswith("/v1/"):
+                            r.values["gen_http"] = r.values.get("gen_http", 0.0) + float(s.value)  # wake on request
                 elif not s.name.endswith("_created"):
                     k = "kv" if key == "kv_old" else key
                     r.values[k] = r.values.get(k, 0.0) + float(s.value)

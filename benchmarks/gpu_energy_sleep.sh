@@ -6,7 +6,8 @@
 # 2. bench --sweep LEVELS with energy (J per output token, tok/s per W from NVML power) and one bench;
 # 3. host --json (the level-1 sleep fit), then nothing: the supervisor must put it to sleep by itself
 #    after IDLE_S (status shows SLEEPING, nvidia-smi the memory freed);
-# 4. wake (timed), one bench request after it, history --since 1h (json, csv, text), stop.
+# 4. a chat while asleep (its answer and time) and the supervisor's wake on request; then sleep and wake by
+#    hand (timed), one bench request after it, history --since 1h (json, csv, text), stop.
 # Everything lands in $OUT/gpu_energy_sleep.tar.gz (packed again after every step), steps in $OUT/steps.tsv.
 set -uo pipefail
 OUT=${OUT:-/tmp/out} WAIT=${WAIT:-400}
@@ -49,6 +50,21 @@ print('\n'.join(table_lines(json.load(open('$R/sweep.out')))))"
   step wait-idle-sleep wait_sleeping "$quiet"
   step status-asleep qt status --json
   smi asleep
+  # a client's chat while it sleeps: what 0.20.2 answers, and the supervisor's wake on request
+  step chat-while-asleep python3 - <<'PY'
+import json, time, httpx
+t0 = time.time()
+try:
+    r = httpx.post("http://127.0.0.1:8000/v1/chat/completions", timeout=120, json={
+        "model": "qwen2.5-14b",  # /tmp/w/h200.toml's served_model_name
+        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
+    print(json.dumps({"status": r.status_code, "seconds": round(time.time() - t0, 3), "body": r.text[:500]}))
+except httpx.HTTPError as e:
+    print(json.dumps({"error": repr(e), "seconds": round(time.time() - t0, 3)}))
+PY
+  step wait-wake-on-request sh -c 'for i in $(seq 120); do python3 -m tui.entry status --json | grep -q "\"state\": \"ready\"" && exit 0; sleep 1; done; exit 1'
+  step status-woken qt status --json
+  step sleep-manual qt sleep --json
   step wake qt wake --json
   step status-awake qt status --json
   smi awake

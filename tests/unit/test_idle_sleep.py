@@ -41,8 +41,11 @@ class Sup:
     def _write_state(self) -> None:
         self.writes += 1
 
-    async def fake_sleep_call(self, sup, req):  # FAKED: no POST /sleep, only the state change it makes
+    async def fake_sleep_call(self, sup, req):  # FAKED: no POST /sleep or /wake_up, only the state change
         self.requests.append(req)
+        if req["action"] == "wake":
+            self.state, self.detail = "ready", "woke"
+            return {"ok": True, "message": "awake"}
         self.state, self.detail = "sleeping", f"level {req['level']}: freed"
         return {"ok": True, "message": "asleep"}
 
@@ -72,13 +75,32 @@ async def test_a_busy_server_is_kept_awake_and_an_idle_one_is_put_to_sleep_once(
             assert sup.requests[0]["action"] == "sleep" and sup.requests[0]["level"] == 1
             assert sup.state == "sleeping" and sup.detail.startswith("asleep after 1 s idle; level 1")
             n = rec.samples
+            get, post = ('http_requests_total{handler="/v1/models",method="GET",status="2xx"} ',
+                         'http_requests_total{handler="/v1/chat/completions",method="POST",status="2xx"} ')
+            fake.text = fake.text.replace(get + "1.0", get + "99.0")  # GETs (a console's /v1/models): no wake
             await _wait(lambda: rec.samples >= n + 10)
-            assert len(sup.requests) == 1  # asleep: not asked again
+            assert len(sup.requests) == 1  # asleep: not asked again, not woken
+            fake.text = fake.text.replace(post + "2.0", post + "3.0")
+            await _wait(lambda: len(sup.requests) == 2)  # a client POSTed a chat while it slept: woken
+            assert sup.requests[1]["action"] == "wake" and sup.state == "ready"
         finally:
             task.cancel()
             rec.stop()
     kinds = [e["kind"] for e in history.load(rec.path, 3600).events]
-    assert kinds == ["idle_sleep"]
+    assert kinds == ["idle_sleep", "wake_on_request"]
+
+
+def test_the_waker_needs_a_new_post_to_v1_or_a_request_in_the_queue():
+    from backend.recorder import Reading
+
+    w = idle_sleep.RequestWaker()
+    before = Reading(at=99.0, values={"gen_http": 5.0, "running": 0.0, "waiting": 0.0})
+    assert not w.due("sleeping", 100.0, before)  # fell asleep: 5 POSTs so far
+    assert not w.due("sleeping", 101.0, before)  # the reading is from before the sleep
+    assert not w.due("sleeping", 106.0, Reading(at=105.0, values={"gen_http": 5.0}))
+    assert w.due("sleeping", 111.0, Reading(at=110.0, values={"gen_http": 6.0}))
+    assert w.due("sleeping", 111.0, Reading(at=110.0, values={"gen_http": 5.0, "waiting": 1.0}))
+    assert not w.due("ready", 112.0, Reading(at=110.0, values={"gen_http": 9.0}))  # awake: nothing to do
 
 
 async def test_off_without_sleep_mode_and_said_so(tmp_path):
