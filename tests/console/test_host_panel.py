@@ -31,7 +31,7 @@ async def test_host_panel_shows_ram_and_each_rss_and_fits(qhome, server_proc, si
         panel = app.screen.query_one(HostPanel)
         assert await wait_until(pilot, lambda: len([r for r in panel.last_rows if r[0] == "RSS"]) == 2, tries=100)
         rows = panel.last_rows
-        assert rows[0][0] == "CPU" and rows[1][0] == "RAM" and "free of" in rows[1][1]
+        assert rows[0][0] == "CPU" and rows[1][0] == "RAM" and " used, " in rows[1][1] and "free of" in rows[1][1]
         assert rows[3][1].startswith(f"supervisor {os.getpid()}: ") and rows[4][1].startswith(f"process {server_proc}:")
         assert panel.warning is None  # 1 GiB of weights fits
         if size[0] < 100:

@@ -29,7 +29,8 @@ def rows(s: Any, most: int = 4, app=None) -> list[tuple[str, Text | str]]:
     ram_frac = s.ram_used_bytes / s.ram_total_bytes if s.ram_total_bytes else None
     out: list[tuple[str, Text | str]] = [
         ("CPU", f"load {load} / {s.cpu_count} cores{cpu}"),
-        ("RAM", bar(ram_frac, app=app) + Text(f" {_g(s.ram_available_bytes)} free of {_g(s.ram_total_bytes)}")),
+        ("RAM", bar(ram_frac, width=8, app=app) + Text(f" {_g(s.ram_used_bytes)} used, {_g(s.ram_available_bytes)} "
+                                                         f"free of {_g(s.ram_total_bytes)}")),
         ("swap", "none" if not s.swap_total_bytes else f"{_g(s.swap_used_bytes)} of {_g(s.swap_total_bytes)}"),
     ]
     for p in s.procs[:most]:
