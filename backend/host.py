@@ -53,22 +53,6 @@ class HostSample:
         return d
 
 
-def _rss(pid: int) -> tuple[str, int | None] | None:
-    import psutil  # start-up: the console's first frame does not need it
-
-    from backend import procs  # psutil with it: only once a sample is taken
-
-    try:
-        p = psutil.Process(pid)
-        with p.oneshot():
-            argv = p.cmdline()
-            return procs._role(p.name(), argv), p.memory_info().rss
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return None
-    except psutil.AccessDenied:
-        return "other", None
-
-
 def server_pids(server_pid: int | None) -> list[int]:
     """The API server and its descendants (engine core, workers), sorted."""
     if not server_pid:
@@ -101,12 +85,13 @@ def sample(supervisor_pid: int | None = None, server_pid: int | None = None,
     _cpu_primed = True
     pids = ([supervisor_pid] if supervisor_pid else []) + [p for p in server_pids(server_pid) if p != supervisor_pid]
     shown: list[ProcMem] = []
+    from backend import procs  # with psutil: only once a sample is taken
+
     for pid in pids[:PROCS_MOST]:
-        got = _rss(pid)
-        if got is None:
+        info = procs.process_info(pid)  # its role from the full command line, its RSS
+        if info is None:
             continue
-        role = "supervisor" if pid == supervisor_pid else got[0]
-        shown.append(ProcMem(pid, role, got[1]))
+        shown.append(ProcMem(pid, "supervisor" if pid == supervisor_pid else info.role, info.rss_bytes))
     return HostSample(at=time.time(), cpu_count=psutil.cpu_count() or 1, load_1m=load, cpu_percent=cpu,
                       ram_total_bytes=vm.total, ram_used_bytes=vm.total - vm.available,
                       ram_available_bytes=vm.available, swap_total_bytes=sw.total, swap_used_bytes=sw.used,
