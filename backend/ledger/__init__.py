@@ -15,6 +15,7 @@ backend/ must not import textual; nothing here does.
 
 from typing import Any
 
+from backend.ledger import learned
 from backend.ledger.adapter import (
     LedgerInputError,
     cards_from,
@@ -39,7 +40,7 @@ from backend.ledger.shapes import ModelShape, QuantSpec, from_config, lookup, pa
 __all__ = [
     "plan_for_console",
     "Card", "Ledger", "LedgerInputError", "ModelShape", "PlanParams", "Problem", "QuantSpec",
-    "cards_from", "compare", "from_config", "kv_bytes_per_token", "lookup", "max_concurrency",
+    "cards_from", "compare", "learned", "from_config", "kv_bytes_per_token", "lookup", "max_concurrency",
     "param_count",
     "params_from_settings", "plan", "plan_from_settings", "resolve_shape", "run_plan",
     "valid_tp_sizes",

@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend.ledger import cpu_model, overheads
+from backend import paths
+from backend.ledger import cpu_model, learned, overheads
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
 from backend.ledger.shapes import ModelShape, from_config, lookup
@@ -216,8 +217,16 @@ def gpus_from_monitor(monitor: Any, with_free: bool = True) -> list[dict[str, An
     return out or None
 
 
+def _records() -> list[dict[str, Any]]:
+    """This box's measured launches (backend/ledger/learned.py), read from the state dir's launch logs."""
+    try:
+        return learned.refresh(paths.state_dir())
+    except Exception:  # a plan must not fail on a bad state file: it is the model alone then
+        return []
+
+
 def plan_from_settings(settings: Any, gpus: list[dict[str, Any]] | None = None, vllm_version: str | None = None,
-                       check_free: bool = True) -> Ledger:
+                       check_free: bool = True, learn: bool = True) -> Ledger:
     """The ledger for these settings. Raises LedgerInputError when the model cannot be resolved.
 
     gpus: NVML readings, one dict per device with name, memory_total_bytes, cc (tuple) and
@@ -228,7 +237,7 @@ def plan_from_settings(settings: Any, gpus: list[dict[str, Any]] | None = None, 
     cards = cards_from(settings, gpus, check_free)
     if gpus:
         params.gpu_count = len(cards)
-    led = plan(shape, params, cards)
+    led = learned.plan_learned(shape, params, cards, _records()) if learn else plan(shape, params, cards)
     if led.device == "cpu" and settings.planner.get("gpu_memory_gib") in (None, PLANNER_DEFAULT_GIB):
         note = _node_memory_note(cards)
         if note:

@@ -67,6 +67,9 @@ def format_table(led: Ledger) -> str:
     add(f"Budget {per}", _g(led.budget_bytes_per_gpu),
         f"{led.gpu_memory_utilization:.2f} x {_g(led.usable_bytes_per_gpu)} usable"
         + (f" ({cards_reserved(led)} reserved by the driver, NVML)" if cards_reserved(led) else ""))
+    if led.learned_correction_bytes:
+        add("  - measured on this box", _g(led.learned_correction_bytes), "what the model missed at the last "
+            "comparable launch")
     add("  - activation peak", _g(led.activation_bytes), f"{_n(led.max_num_batched_tokens)} batched tokens"
         + (f", incl. {_g(led.compile_bytes)} for torch.compile's first start" if led.compile_bytes else ""))
     if led.device == "cpu":
@@ -114,6 +117,10 @@ def format_table(led: Ledger) -> str:
     if led.basis:
         head.append(f"  basis: {led.basis.get('family')}, expected within ±{led.basis.get('expected_error_pct'):g} % "
                     f"({led.basis.get('source')})")
+        if led.basis.get("kind") == "measured":
+            head.append(f"  {led.basis['summary']}; measured: {', '.join(led.basis.get('measured_terms', []))}")
+        if "compile_cache" in led.basis and led.device != "cpu":
+            head.append(f"  compile cache: {led.basis['compile_cache']}")
     head.append("")
     body = [f"  {a:<{w1}}  {b:>{w2}}  {c}".rstrip() for a, b, c in rows]
     tail = [""]

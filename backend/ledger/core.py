@@ -210,13 +210,14 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         explicit_kv = int(p.env["VLLM_CPU_KVCACHE_SPACE"]) * GiB  # vLLM's CPU platform reads it as GiB
     ranks: list[cpu_model.RankPlan] = []
     shm = 0
+    corr = 0 if explicit_kv else int(p.kv_correction_bytes or 0)
     if cpu:
         ranks = cpu_model.plan_ranks(
             util, [(c.numa_node or 0, c.memory_total_bytes, c.memory_free_bytes) for c in used],
             [c.threads or 1 for c in used], weights=w_gpu, activation=act, runtime=baseline, tp=tp, pp=pp,
-            explicit_kv=explicit_kv)
+            explicit_kv=explicit_kv, correction=corr)
         shm = ranks[0].shm_bytes
-    overhead = act + non_torch + (graphs if graphs_sub else 0) + baseline + shm
+    overhead = act + non_torch + (graphs if graphs_sub else 0) + baseline + shm + corr
     requested = min(r.requested_bytes for r in ranks) if ranks else int(util * usable)
     if ranks:
         kv_avail = min(r.kv_bytes for r in ranks)  # the engine gives every rank the smallest's blocks
@@ -262,7 +263,8 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         num_blocks=blocks, kv_cache_tokens=tokens, max_concurrency=conc,
         max_model_len_that_fits=fits_len, bandwidth_gbs=bandwidth,
         decode_tokens_per_s_ceiling=(bandwidth * 1e9 / sum(w_stages) if bandwidth and w_gpu else None),
-        problems=problems, notes=notes, cpu_shm_bytes=shm, ranks=[r.to_dict() for r in ranks])
+        problems=problems, notes=notes, cpu_shm_bytes=shm, ranks=[r.to_dict() for r in ranks],
+        learned_correction_bytes=corr)
     ledger.basis = _basis(beh, cpu, world, used)
     ledger.device_model = device_model(beh, cpu, tp, pp, p.env, bool(explicit_kv))
     if bandwidth is None and not cpu:

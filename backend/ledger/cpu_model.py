@@ -160,17 +160,18 @@ class RankPlan:
 
 
 def plan_ranks(util: float, nodes: list[tuple[int, int, int | None]], threads: list[int], *, weights: int,
-               activation: int, runtime: int, tp: int, pp: int, explicit_kv: int | None = None) -> list[RankPlan]:
+               activation: int, runtime: int, tp: int, pp: int, explicit_kv: int | None = None,
+               correction: int = 0) -> list[RankPlan]:
     """One RankPlan per rank. nodes[r] = (node id, node MemTotal, node available or None) as rank r sees them."""
     group_threads = min(threads) if threads else 1  # the SHM manager takes the group's smallest thread count
     out = []
     for r, (node, total, avail) in enumerate(nodes):
         requested = math.ceil(total * util)
         shm = shm_bytes(tp, pp, group_threads)
-        consumed = weights + activation + runtime + shm
+        consumed = weights + activation + runtime + correction + shm  # correction: measured on this box
         kv = int(explicit_kv) if explicit_kv else requested - consumed
         out.append(RankPlan(r, node, threads[r] if r < len(threads) else 1, total, avail, requested,
-                            weights, activation, runtime, shm, kv))
+                            weights, activation, runtime + correction, shm, kv))
     return out
 
 

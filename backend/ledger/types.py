@@ -52,6 +52,9 @@ class PlanParams:
     # "cold": the first start after a change (torch.compile builds its cache; V1 >= 0.20 needs more
     # memory then, see overheads); "warm": the cache exists. Plan the cold case: that start fails.
     compile_cache: str = "cold"
+    # what this box's last comparable launch showed the model missed (backend/ledger/learned.py): taken off
+    # each rank's KV cache, as non-KV memory the model does not know about
+    kv_correction_bytes: int = 0
 
 
 @dataclass
@@ -114,6 +117,7 @@ class Ledger:
     cpu_shm_bytes: int = 0  # CPU TP/PP: the shared-memory all-reduce buffers each rank maps
     ranks: list[dict[str, Any]] = field(default_factory=list)  # per rank: vLLM's own terms, as modelled
     device_model: dict[str, Any] = field(default_factory=dict)  # which of vLLM's accountings was used
+    learned_correction_bytes: int = 0  # of the overheads: what a measured launch on this box added
 
     @property
     def fits(self) -> bool:
@@ -123,7 +127,7 @@ class Ledger:
     def overhead_bytes(self) -> int:
         return (self.activation_bytes + self.non_torch_bytes
                 + (self.cuda_graph_bytes if self.cuda_graphs_subtracted else 0) + self.cpu_baseline_bytes
-                + self.cpu_shm_bytes)
+                + self.cpu_shm_bytes + self.learned_correction_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         def g(b: float) -> float:
@@ -153,6 +157,7 @@ class Ledger:
                 "cuda_graphs": g(self.cuda_graph_bytes), "cuda_graphs_count": self.cuda_graphs,
                 "cuda_graphs_subtracted": self.cuda_graphs_subtracted,
                 "cpu_runtime": g(self.cpu_baseline_bytes), "cpu_shm": g(self.cpu_shm_bytes),
+                "measured_on_this_box": g(self.learned_correction_bytes),
                 "total": g(self.overhead_bytes)},
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
