@@ -231,7 +231,13 @@ class LogFollower:
         its imports (~40-60 ms in the poll's thread, which the console's first frame waited on)."""
         if self._parser is None and self._f is None:
             return dict(EMPTY_SNAPSHOT)
-        return self.parser.snapshot()
+        from backend.logparse.report import breakdown  # start-up: with the parser, which is loaded late too
+
+        snap = self.parser.snapshot()
+        terms = breakdown(self.parser)  # vLLM's own memory terms per worker, for the ledger panel
+        if terms:
+            snap["breakdown"] = terms
+        return snap
 
     def phase_durations(self) -> list[tuple[str, float | None, float | None]]:
         if self._parser is None and self._f is None:

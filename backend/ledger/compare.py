@@ -32,6 +32,38 @@ def compare(predicted: dict[str, Any], parsed: dict[str, Any]) -> list[dict[str,
     per_gpu = round(gib * GIB / tokens) if isinstance(gib, (int, float)) and isinstance(tokens, int) and tokens > 0 \
         else None
     rows.append(_row("KV bytes per token per GPU", predicted.get("kv_bytes_per_token_per_gpu"), per_gpu))
+    rows.extend(breakdown_rows(predicted, (parsed or {}).get("breakdown") or {}))
+    return rows
+
+
+def breakdown_rows(predicted: dict[str, Any], breakdown: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """vLLM's own terms beside the plan's, row by row, per rank (`parse-log --json`'s `breakdown`): GPU
+    requested, weights + non-torch, activation peak, CUDA graphs, KV; CPU requested, non-KV, KV."""
+    rows = []
+    over = predicted.get("overheads_gib_per_gpu") or {}
+    ranks = {r.get("rank"): r for r in predicted.get("ranks") or []}
+    for key, terms in breakdown.items():
+        r = int(key)
+        mine = ranks.get(r)
+        if mine is not None or "non_kv_gib" in terms:  # the CPU worker's terms
+            mine = mine or {}
+            pairs = [("requested", mine.get("requested_gib"), terms.get("requested_gib")),
+                     ("non-KV", mine.get("consumed_gib"), terms.get("non_kv_gib")),
+                     ("KV cache", mine.get("kv_gib"), terms.get("kv_cache_gib"))]
+        else:
+            w = predicted.get("weights_gib_per_gpu")
+            nt = over.get("non_torch")
+            pairs = [("requested", predicted.get("budget_gib_per_gpu"), terms.get("requested_gib")),
+                     ("weights + non-torch", None if w is None or nt is None else round(w + nt, 3),
+                      terms.get("consumed_gib")),
+                     ("activation peak", over.get("activation_peak"), terms.get("activation_peak_gib")),
+                     ("CUDA graphs", over.get("cuda_graphs") if over.get("cuda_graphs_subtracted") else 0.0,
+                      terms.get("cuda_graph_memory_gib")),
+                     ("KV cache", predicted.get("kv_cache_gib_per_gpu"),
+                      terms.get("kv_cache_in_use_gib", terms.get("kv_cache_gib")))]
+        for name, pred, act in pairs:
+            if act is not None:
+                rows.append(_row(f"rank {r} {name} GiB", pred, act))
     return rows
 
 

@@ -120,3 +120,25 @@ def test_compile_cache_warm_or_cold() -> None:
         warm.feed(line)
     assert cold.report()["compile_cache"] == "cold" and warm.report()["compile_cache"] == "warm"
     assert cold.figures["compile_cache_key"] == warm.figures["compile_cache_key"]  # the same settings, one key
+
+
+def test_ledger_panel_rows_put_vllm_terms_beside_the_plan() -> None:
+    from backend.ledger import compare
+
+    plan = {"budget_gib_per_gpu": 125.82, "weights_gib_per_gpu": 27.57, "kv_cache_gib_per_gpu": 96.0,
+            "overheads_gib_per_gpu": {"non_torch": 0.27, "activation_peak": 0.9, "cuda_graphs": 0.12,
+                                      "cuda_graphs_subtracted": True}}
+    parsed = {"breakdown": {"0": {"requested_gib": 125.82, "consumed_gib": 27.81, "activation_peak_gib": 0.9,
+                                  "cuda_graph_memory_gib": 0.1, "kv_cache_in_use_gib": 96.87}}}
+    rows = {r["name"]: r for r in compare(plan, parsed)}
+    assert rows["rank 0 requested GiB"]["diff_pct"] == 0.0
+    assert rows["rank 0 weights + non-torch GiB"]["predicted"] == 27.84
+    assert rows["rank 0 KV cache GiB"]["actual"] == 96.87 and not rows["rank 0 KV cache GiB"]["off"]
+    assert rows["rank 0 CUDA graphs GiB"]["off"]  # 0.12 planned, 0.10 measured: 20 %
+    cpu = {"ranks": [{"rank": 0, "requested_gib": 1.72, "consumed_gib": 0.676, "kv_gib": 1.044},
+                     {"rank": 1, "requested_gib": 1.72, "consumed_gib": 0.676, "kv_gib": 1.044}]}
+    cpu_rows = compare(cpu, {"breakdown": {"0": {"requested_gib": 1.72, "non_kv_gib": 0.68, "kv_cache_gib": 1.03},
+                                           "1": {"requested_gib": 1.72, "non_kv_gib": 0.7, "kv_cache_gib": 1.02}}})
+    names = [r["name"] for r in cpu_rows if r["name"].startswith("rank")]
+    assert names == ["rank 0 requested GiB", "rank 0 non-KV GiB", "rank 0 KV cache GiB",
+                     "rank 1 requested GiB", "rank 1 non-KV GiB", "rank 1 KV cache GiB"]
