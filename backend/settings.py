@@ -49,7 +49,8 @@ SERVER: dict[str, Key] = {
                  ("auto", "half", "float16", "bfloat16", "float", "float32")),
     "gpu_memory_utilization": Key(float, None, "fraction of each GPU vLLM may use (0-1)"),
     "kv_cache_memory_bytes": Key(int, None, "KV cache bytes per GPU (vLLM >= 0.10.2); overrides utilization"),
-    "max_model_len": Key(int, None, "longest sequence (prompt + output) in tokens"),
+    "max_model_len": Key((int, str), None, 'longest sequence (prompt + output) in tokens, or "auto": vLLM fits it '
+                         "to the KV cache (vLLM >= 0.20)"),
     "max_num_seqs": Key(int, None, "most sequences in one batch"),
     "max_num_batched_tokens": Key(int, None, "most tokens in one scheduler step"),
     "host": Key(str, "127.0.0.1", "bind address (127.0.0.1 = this machine only)"),
@@ -237,6 +238,8 @@ def check_value(section: str, key: str, value: Any) -> Any:
         raise ConfigError(f"{section}.{key} = {value!r} is not one of {', '.join(map(str, spec.choices))}")
     if key == "gpu_memory_utilization" and not 0 < value <= 1:
         raise ConfigError(f"server.gpu_memory_utilization = {value} must be in (0, 1]")
+    if key == "max_model_len" and isinstance(value, str) and value.strip().lower() != "auto":
+        raise ConfigError(f'server.max_model_len = {value!r} must be an integer (tokens) or "auto"')
     if key == "port" and not 0 < value < 65536:
         raise ConfigError(f"server.port = {value} is not a TCP port (1 to 65535)")
     low, high = RANGES.get((section, key), (None, None))

@@ -181,6 +181,9 @@ def params_from_settings(settings: Any, vllm_version: str | None = None) -> Plan
     s = settings.server
     env = {str(k): str(v) for k, v in (s.get("env") or {}).items()}
     mnl = s.get("max_model_len")
+    auto = isinstance(mnl, str) and mnl.strip().lower() == "auto"
+    if auto:
+        mnl = None
     if isinstance(mnl, str):  # 0.33 accepts "32k"; plan with the number
         t = mnl.strip().lower()
         mult = 1024 if t.endswith("k") else 1
@@ -196,7 +199,7 @@ def params_from_settings(settings: Any, vllm_version: str | None = None) -> Plan
         block_size=s.get("block_size"), enforce_eager=s.get("enforce_eager"),
         quantization=s.get("quantization"), cpu_offload_gb=s.get("cpu_offload_gb"),
         device=str(settings.planner.get("device") or "cuda"), vllm_version=vllm_version, env=env,
-        gpu_count=None)
+        gpu_count=None, auto_max_model_len=auto)
 
 
 def gpus_from_monitor(monitor: Any, with_free: bool = True) -> list[dict[str, Any]] | None:

@@ -229,6 +229,11 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
     # blocks, tokens, concurrency
     block_bytes = block * kv_tok_gpu
     blocks = max(0, kv_avail // block_bytes) if kv_avail > 0 else 0
+    if p.auto_max_model_len and blocks:
+        # vLLM's auto-fit (kv_cache_utils.py): the longest length whose blocks fit, up to the model's own;
+        # 0.32 first holds back the block pool's null block (0.20.2 does not)
+        usable_blocks = blocks - (1 if beh.version >= (0, 32, 0) else 0)
+        max_len = max(1, min(derived, usable_blocks * block))
     if beh.concurrency_by_blocks:
         conc = blocks / math.ceil(max_len / block)
     else:
@@ -264,11 +269,18 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         max_model_len_that_fits=fits_len, bandwidth_gbs=bandwidth,
         decode_tokens_per_s_ceiling=(bandwidth * 1e9 / sum(w_stages) if bandwidth and w_gpu else None),
         problems=problems, notes=notes, cpu_shm_bytes=shm, ranks=[r.to_dict() for r in ranks],
-        learned_correction_bytes=corr)
+        learned_correction_bytes=corr, max_model_len_auto=bool(p.auto_max_model_len))
     ledger.basis = _basis(beh, cpu, world, used)
     ledger.device_model = device_model(beh, cpu, tp, pp, p.env, bool(explicit_kv))
     if bandwidth is None and not cpu:
         notes.append(f"no memory bandwidth known for {name0!r}: no decode ceiling")
+    if p.auto_max_model_len and not blocks:
+        notes.append("max_model_len = \"auto\": vLLM cannot fit any length (no memory for the KV cache) and "
+                     "refuses to start")
+    elif p.auto_max_model_len:
+        notes.append(f"max_model_len = \"auto\": vLLM will pick {max_len:,} "
+                     + ("(the model's own)" if max_len == derived else f"(what the KV cache holds; the model's is "
+                                                                      f"{derived:,})"))
     if compile_extra:
         notes.append(f"planned for the first start after a change (torch.compile builds its cache: "
                      f"+{compile_extra / GiB:.2f} GiB at its peak); later starts get that much more KV cache")

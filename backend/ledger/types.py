@@ -55,6 +55,7 @@ class PlanParams:
     # what this box's last comparable launch showed the model missed (backend/ledger/learned.py): taken off
     # each rank's KV cache, as non-KV memory the model does not know about
     kv_correction_bytes: int = 0
+    auto_max_model_len: bool = False  # max_model_len = "auto": vLLM fits it to the KV cache (>= 0.20)
 
 
 @dataclass
@@ -118,6 +119,7 @@ class Ledger:
     ranks: list[dict[str, Any]] = field(default_factory=list)  # per rank: vLLM's own terms, as modelled
     device_model: dict[str, Any] = field(default_factory=dict)  # which of vLLM's accountings was used
     learned_correction_bytes: int = 0  # of the overheads: what a measured launch on this box added
+    max_model_len_auto: bool = False  # max_model_len is what vLLM's auto-fit will pick
 
     @property
     def fits(self) -> bool:
@@ -141,7 +143,8 @@ class Ledger:
             "tensor_parallel_size": self.tensor_parallel_size,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
-            "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
+            "max_model_len": self.max_model_len, "max_model_len_auto": self.max_model_len_auto,
+            "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens, "block_size": self.block_size,
             "enforce_eager": self.enforce_eager, "cards": self.cards,
             "params": self.params,
