@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from backend.logparse import patterns
-from backend.logparse.events import Event
+from backend.logparse.events import Event, Figure
 from backend.logparse.handler import ParseState
 
 _INT_INFO = frozenset(("port", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size",
@@ -431,9 +431,9 @@ def _shutdown_done(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) 
 Handler = Callable[[ParseState, str, Any, Any, list[Any]], None]
 
 FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
-    ("KV cache size: ", _kv_tokens),
+    ("KV cache size:", _kv_tokens),
     ("Maximum concurrency for ", _concurrency),
-    ("Available KV cache memory: ", _avail_kv),
+    ("Available KV cache memory:", _avail_kv),
     (" blocks: ", _blocks),
     ("num_gpu_blocks is: ", _num_gpu_blocks),
     ("Memory profiling results", _memprof64),
@@ -481,3 +481,24 @@ FIGURE_TABLE: tuple[tuple[str, Handler], ...] = (
     ("Application shutdown complete", _shutdown_done),
     ("received signal=SIG", _signal_stop),
 )
+
+# Figure lines whose number or unit a hard wrap may cut: held for one line when they gave no figure, or when
+# they stop short of their end (COMPLETE_ENDS).
+COMPLETE_ENDS = (".", "GiB", "tokens", "x", ")", "s", "B")
+HOLD_KEYS = frozenset(("KV cache size:", "Maximum concurrency for ", "Available KV cache memory:", " blocks: ",
+                       "num_gpu_blocks is: ", "Auto set (", "Explicitly set (", "Free memory on device (",
+                       "Actual usage is ", "Model loading took", "Loading model weights took",
+                       "reserved for KV Cache is", "Memory profiling results"))
+
+
+def join_held(p: ParseState, held: tuple[Any, ...], msg: str, ev: list[Event]) -> bool:
+    """A figure line a hard wrap cut (in a number, a unit or between words) and its rest on this bare line:
+    joined as the terminal cut it (no space), else with one space; kept when it says more than the cut line."""
+    handler, text, rank, t, before = held
+    for joined in (text + msg, text.rstrip() + " " + msg.strip()):
+        trial: list[Event] = []
+        handler(p, joined, rank, t, trial)
+        if {e.name for e in trial if isinstance(e, Figure)} - before:
+            ev.extend(trial)
+            return True
+    return False  # (a trial that says nothing new only set the same figures to the same values)

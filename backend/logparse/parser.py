@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from backend.logparse import diagnose, patterns
 from backend.logparse.events import PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone, is_permanent
-from backend.logparse.figures import FIGURE_TABLE
+from backend.logparse.figures import COMPLETE_ENDS, FIGURE_TABLE, HOLD_KEYS, join_held
 from backend.logparse.figures import cmdline as figure_cmdline
 from backend.logparse.marker import PREFIX as _MARKER_PREFIX
 from backend.logparse.marker import Launch, parse_marker, server_python
@@ -81,6 +81,7 @@ class LogParser:
         self.graph_bars: dict[str, int] = {}    # CUDA-graph capture bar -> graphs captured
         self._code: dict[Any, tuple[Any, ...]] = {}        # process -> (lines since its last frame, open brackets)
         self._cont: tuple[Any, ...] | None = None          # (handler, text, process, lines): a message that may wrap
+        self._held_fig: tuple[Any, ...] | None = None      # (handler, text, rank, t): a figure line a wrap may have cut
         self._tail_exc: str | None = None        # the exception line that ended the last traceback
 
     # -- public API ---------------------------------------------------------------------------------
@@ -277,10 +278,19 @@ class LogParser:
                 self.set_engine("v0", "weak", ev)
         if not msg or msg.isspace():
             return ev
+        held, self._held_fig = self._held_fig, None
+        if held is not None and lvl is None and proc is None:
+            join_held(self, held, msg, ev)  # and the line is still read as itself below
         if lvl != "E" and lvl != "C" and (lvl is not None or msg[0] != " "):
             for key, handler in FIGURE_TABLE:
                 if key in msg:
+                    n = len(ev)
                     handler(self, msg, rank, t, ev)
+                    if key in HOLD_KEYS and (not any(isinstance(e, Figure) for e in ev[n:])
+                                             or not msg.rstrip().endswith(COMPLETE_ENDS)
+                                             or msg.rstrip()[-2:-1].isdigit() and msg.rstrip()[-1] == "."):
+                        # cut by a wrap? the next bare line may end it
+                        self._held_fig = (handler, msg, rank, t, {e.name for e in ev[n:] if isinstance(e, Figure)})
                     break
         if lvl in _ERRORISH:
             self._errorish(msg, lvl, proc, t, ev)

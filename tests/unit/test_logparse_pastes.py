@@ -280,3 +280,40 @@ def test_parser_says_whether_its_failure_is_permanent():
             "initializing the engine.")
     assert p.failure_is_permanent() is True and p.report()["failure_permanent"] is True
     assert run("INFO:     Application startup complete.").failure_is_permanent() is None
+
+
+# --- wraps, quote markers, prefixes on their own line (issue 27) ----------------------------------
+
+def test_hard_wrap_inside_a_number_or_a_unit():
+    p = run("(EngineCore pid=1) INFO 12-01 10:00:00 [kv_cache_utils.py:1] GPU KV cache size: 529,8", "56 tokens")
+    assert p.figures["kv_cache_tokens"] == 529_856
+    p = run("(EngineCore pid=1) INFO 12-01 10:00:00 [gpu_worker.py:440] Available KV cache memory: 97.02 Gi", "B")
+    assert p.figures["kv_cache_gib"] == 97.02
+    p = run("(Worker_TP1 pid=7) INFO 12-02 02:12:25 [cpu_worker.py:260] Auto set (1.02/9.09) GiB for KV cache on "
+            "node 0, with 1.72 GiB requested memory for the worker. 0.", "7 GiB memory was consumed by non-kv usages.")
+    assert p.rank_figures["non_kv_gib"] == {1: 0.7}
+
+
+def test_wrap_at_a_space_that_the_paste_dropped():
+    p = run("(EngineCore pid=1) INFO 12-01 10:00:00 [gpu_worker.py:440] Available KV cache memory:", "97.02 GiB")
+    assert p.figures["kv_cache_gib"] == 97.02
+
+
+def test_a_wrap_never_takes_a_number_from_an_unrelated_line():
+    p = run("(EngineCore pid=1) INFO 12-01 10:00:00 [kv_cache_utils.py:1] GPU KV cache size: 529,856 tokens",
+            "56 tokens later something else")
+    assert p.figures["kv_cache_tokens"] == 529_856
+
+
+def test_github_quote_markers_and_a_message_below_its_prefix():
+    p = run("> (EngineCore pid=1) INFO 12-01 10:00:00 [kv_cache_utils.py:1] GPU KV cache size: 529,856 tokens",
+            "> (EngineCore pid=1) INFO 12-01 10:00:00 [gpu_worker.py:440] Available KV cache memory: 97.02 GiB")
+    assert p.figures["kv_cache_tokens"] == 529_856 and p.figures["kv_cache_gib"] == 97.02
+    p = run("(EngineCore pid=1) INFO 12-01 10:00:00 [gpu_worker.py:440]", "Available KV cache memory: 97.02 GiB")
+    assert p.figures["kv_cache_gib"] == 97.02
+
+
+def test_compose_and_journald_prefixes_with_colour_codes():
+    line = "\x1b[1;36m(EngineCore pid=1)\x1b[0;0m INFO 12-01 10:00:00 [gpu_worker.py:440] Available KV cache memory: 97.02 GiB"
+    for prefix in ("vllm-1  | ", "Dec 02 10:00:00 host vllm[123]: ", ""):
+        assert run(prefix + line).figures["kv_cache_gib"] == 97.02, prefix
