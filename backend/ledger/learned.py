@@ -339,6 +339,11 @@ def plan_learned(shape: ModelShape, params: PlanParams, cards: list[Card], recor
                      correction_gib=round(corr / GiB, 3), expected_error_pct=1.0)
         led.notes.append(f"{summary(match)}: the model missed {corr / GiB:+.2f} GiB per rank there"
                          + (f"; changed since: {', '.join(match.differs)} (modelled)" if match.differs else ""))
+        pin = _pin(match, led)
+        if pin:
+            basis["pin"] = pin
+            led.notes.append(f"to start with this same KV cache every time: server.kv_cache_memory_bytes = "
+                             f"{pin['kv_cache_memory_bytes']} ({pin['source']})")
     else:
         basis.update(kind="modelled", summary="modelled")
     basis["compile_cache"] = ("warm (vLLM's compile cache holds these settings)" if warm else
@@ -355,3 +360,20 @@ def plan_learned(shape: ModelShape, params: PlanParams, cards: list[Card], recor
                 "start it twice (the second start is warm), or give the first start more room "
                 "(server.gpu_memory_utilization up, or server.max_model_len down)"))
     return led
+
+
+def _pin(match: Match, led: Ledger) -> dict[str, Any] | None:
+    """A fixed KV cache size for these exact settings, from what vLLM measured: GPU vLLM's own suggestion
+    ("--kv-cache-memory=N to fit into requested memory", 0.1x+ breakdown line), CPU the KV cache it set."""
+    if match.distance or led.kv_available_bytes_per_gpu <= 0:
+        return None
+    br = match.record.get("breakdown") or {}
+    suggested = [t["kv_cache_memory_to_requested"] for t in br.values() if t.get("kv_cache_memory_to_requested")]
+    if suggested:
+        return {"kv_cache_memory_bytes": int(min(suggested)), "source": "vLLM's own figure for these settings "
+                "(its profiling is then skipped; the compile still runs)"}
+    if led.device == "cpu" and match.record.get("kv_cache_tokens"):
+        return {"kv_cache_memory_bytes": int(led.kv_available_bytes_per_gpu // (1 << 20) << 20),
+                "source": "what vLLM's CPU worker set at the last launch; with enforce_eager it also skips "
+                          "its warm-up"}
+    return None

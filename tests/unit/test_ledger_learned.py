@@ -143,3 +143,13 @@ def test_other_model_or_version_is_not_used(records) -> None:
     assert learned.nearest([base], other) is None
     tp2 = PlanParams(**{**params.__dict__, "tensor_parallel_size": 2})
     assert learned.nearest([base], tp2) is None
+
+
+def test_pin_offers_vllms_own_kv_figure_for_the_same_settings(records, tmp_path) -> None:
+    base = records[ORDER.index("14b-u090")]
+    params, card = settings_of("14b-u090")
+    led = learned.plan_learned(Q14, params, [card], [base], cache_root=tmp_path)
+    assert led.basis["pin"]["kv_cache_memory_bytes"] == base["breakdown"]["0"]["kv_cache_memory_to_requested"]
+    assert any("server.kv_cache_memory_bytes = " in n for n in led.notes)
+    params.gpu_memory_utilization = 0.5  # other settings: no pin (vLLM's figure was for 0.90)
+    assert "pin" not in learned.plan_learned(Q14, params, [card], [base], cache_root=tmp_path).basis
