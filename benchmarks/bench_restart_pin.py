@@ -64,7 +64,9 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(home, ignore_errors=True)
     plain = statistics.median(r["plain"]["seconds"] for r in rows)
     pinned = statistics.median(r["pinned"]["seconds"] for r in rows)
-    same = all(r["pinned"]["kv_cache_tokens"] == first["kv_cache_tokens"] for r in rows)
+    # the pin is the learned KV size rounded down to a MiB: the same cache within a block or two
+    same = all(abs(r["pinned"]["kv_cache_tokens"] - first["kv_cache_tokens"]) <= 0.01 * first["kv_cache_tokens"]
+               for r in rows)
     out = {"learning_launch": first, "pin": pin, "rounds": rows, "plain_s": plain, "pinned_s": pinned,
            "ratio_pinned_over_plain": round(pinned / plain, 3), "pinned_kv_same_as_learned": same}
     if "--json" in argv:
