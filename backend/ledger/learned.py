@@ -296,6 +296,8 @@ def measured_terms(record: dict[str, Any]) -> list[str]:
     for t in br.values():
         terms.update(names[k] for k in t if k in names)
     terms.add("KV cache")
+    if not br:  # no breakdown line (INFO logs of 0.1x-0.2x, older vLLM): what the KV cache leaves
+        terms.add("non-KV memory (back-solved: the budget less vLLM's KV cache)")
     return sorted(terms)
 
 
