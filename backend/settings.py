@@ -239,7 +239,7 @@ def check_value(section: str, key: str, value: Any) -> Any:
     if key == "gpu_memory_utilization" and not 0 < value <= 1:
         raise ConfigError(f"server.gpu_memory_utilization = {value} must be in (0, 1]")
     if key == "max_model_len" and isinstance(value, str) and value.strip().lower() != "auto":
-        raise ConfigError(f'server.max_model_len = {value!r} must be an integer (tokens) or "auto"')
+        raise ConfigError(f'server.max_model_len must be an integer (tokens) or "auto", got {value!r}')
     if key == "port" and not 0 < value < 65536:
         raise ConfigError(f"server.port = {value} is not a TCP port (1 to 65535)")
     low, high = RANGES.get((section, key), (None, None))
