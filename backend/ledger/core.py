@@ -112,10 +112,29 @@ def device_model(beh: overheads.Behaviour, cpu: bool, tp: int, pp: int, env: dic
     return {
         "name": "vllm-gpu-worker", "source": ("vllm/v1/worker/gpu_worker.py" if beh.engine == "v1"
                                               else "vllm/worker/worker.py"),
-        "range": rng, "kv_per_rank": "utilization x CUDA total - weights shard - activation peak - non-torch"
+        "range": rng, "version_rules": version_rules(beh),
+        "kv_per_rank": "utilization x CUDA total - weights shard - activation peak - non-torch"
         + (" - CUDA graphs" if beh.cudagraphs_subtracted else ""),
         "ranks": tp * pp, "split": f"weights and KV heads / TP {tp}, layers / PP {pp}; the engine keeps the "
                                    "smallest rank's blocks"}
+
+
+def version_rules(beh: overheads.Behaviour) -> list[str]:
+    """The accounting rules this vLLM version falls under, each with the range it holds for (overheads.py)."""
+    on = {True: "", False: "not "}
+    return [
+        f"engine {beh.engine.upper()} (V1 from 0.8; VLLM_USE_V1 before 0.11)",
+        f"CUDA context {on[beh.context_counted]}counted in non-torch memory (V0 < 0.6.6, V1 < 0.9.2 count it)",
+        f"CUDA graphs {on[beh.cudagraphs_subtracted]}estimated and subtracted before the KV cache (V1 >= 0.20)",
+        f"default utilization {beh.default_utilization:g} (0.92 from 0.20)",
+        f"concurrency {'by blocks' if beh.concurrency_by_blocks else 'by tokens'} (by blocks from V1 0.9)",
+        f"KV tokens {'from the concurrency' if beh.tokens_from_concurrency else 'as blocks x block size'} "
+        "(from the concurrency from 0.28)",
+        f"large-card defaults {on[beh.large_gpu_defaults]}applied (V1 >= 0.10)",
+        "auto-fit max_model_len " + ("holds back the null block (>= 0.32)" if beh.version >= (0, 32, 0) else
+                                     "uses every block (0.20-0.31)" if beh.version >= (0, 20, 0) else
+                                     "not available (< 0.20)"),
+    ]
 
 
 # -- the plan ------------------------------------------------------------------------------------

@@ -158,3 +158,15 @@ def test_ranks_sharing_a_node_warned() -> None:
     one = plan(TINY_QWEN2, PlanParams(model="t", max_model_len=2048, gpu_memory_utilization=0.1, device="cpu",
                                       vllm_version="0.32.0"), [card])
     assert "cpu-node-overcommitted" not in {p.kind for p in one.problems}
+
+
+def test_gpu_device_model_names_its_version_rules() -> None:
+    from backend.ledger import lookup
+
+    h200 = Card("NVIDIA H200", 150754820096, memory_reserved_bytes=644939776)
+    new = plan(lookup("Qwen/Qwen2.5-14B-Instruct"), PlanParams(vllm_version="0.20.2", max_model_len=8192), [h200])
+    old = plan(lookup("Qwen/Qwen2.5-14B-Instruct"), PlanParams(vllm_version="0.6.4", max_model_len=8192), [h200])
+    assert new.device_model["range"].startswith("V1 >= 0.20")
+    assert any(r.startswith("CUDA graphs estimated and subtracted") for r in new.device_model["version_rules"])
+    assert any(r.startswith("CUDA graphs not estimated") for r in old.device_model["version_rules"])
+    assert any("engine V0" in r for r in old.device_model["version_rules"])
