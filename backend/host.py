@@ -62,27 +62,45 @@ def server_pids(server_pid: int | None) -> list[int]:
     return sorted({server_pid, *procs.descendants(server_pid)})
 
 
-_cpu_primed = False
+_last_cpu: tuple[float, float] | None = None  # (busy, total) CPU seconds at the previous sample
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the machine so far, as psutil.cpu_percent counts them."""
+    import psutil  # start-up: the console's first frame does not need it
+
+    t = psutil.cpu_times()
+    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)  # guest time is in user already
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    return total - idle, total
+
+
+def _busy_percent(a: tuple[float, float], b: tuple[float, float]) -> float | None:
+    dt = b[1] - a[1]
+    return round(max(0.0, min(100.0, (b[0] - a[0]) / dt * 100)), 1) if dt > 0 else None
 
 
 def sample(supervisor_pid: int | None = None, server_pid: int | None = None,
            cpu_window_s: float | None = None) -> HostSample:
     """One reading. The supervisor's RSS and each vLLM process's, when their pids are given.
     CPU % is over the time since the previous sample (a poller's interval), or over cpu_window_s
-    (blocking) for a one-off; the first sample of a poller has none rather than psutil's meaningless 0.0."""
+    (blocking) for a one-off; the first sample has none. Not psutil.cpu_percent(None): it keeps its last
+    reading per thread, and a poller's samples run on whichever thread is free (0.0 each time)."""
     import psutil  # start-up: the console's first frame does not need it
 
-    global _cpu_primed
+    global _last_cpu
 
     vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     try:
         load: float | None = os.getloadavg()[0]
     except OSError:
         load = None
-    cpu: float | None = psutil.cpu_percent(interval=cpu_window_s)
-    if cpu_window_s is None and not _cpu_primed:
-        cpu = None
-    _cpu_primed = True
+    if cpu_window_s:
+        _last_cpu = _cpu_seconds()
+        time.sleep(cpu_window_s)  # a one-off reading (`qwen-tui host`): a window to measure over
+    now_cpu = _cpu_seconds()
+    cpu = _busy_percent(_last_cpu, now_cpu) if _last_cpu is not None else None
+    _last_cpu = now_cpu
     pids = ([supervisor_pid] if supervisor_pid else []) + [p for p in server_pids(server_pid) if p != supervisor_pid]
     shown: list[ProcMem] = []
     from backend import procs  # with psutil: only once a sample is taken

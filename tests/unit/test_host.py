@@ -56,3 +56,25 @@ def test_host_json(capsys, qhome):
     out = json.loads(capsys.readouterr().out)
     assert out["ram_total_bytes"] > 0 and out["procs"] == [] and out["sleep_fit_warning"] is None
     assert out["server_state"] is None and 0 < out["ram_used_fraction"] < 1
+
+
+def test_cpu_busy_is_measured_between_samples_whatever_thread_takes_them():
+    """psutil.cpu_percent(None) keeps one reading per thread: from a pool of threads it said 0 % each time."""
+    import threading
+
+    host._last_cpu = None
+    got = []
+
+    def burn_then_sample():
+        t = host.time.perf_counter()
+        while host.time.perf_counter() - t < 0.3:  # this thread keeps one core busy meanwhile
+            pass
+        got.append(host.sample().cpu_percent)
+
+    assert host.sample().cpu_percent is None  # nothing to measure over yet
+    for _ in range(2):
+        th = threading.Thread(target=burn_then_sample)
+        th.start()
+        th.join()
+    assert all(c is not None and c >= 100 / os.cpu_count() / 2 for c in got), got
+    assert host._busy_percent((10.0, 100.0), (15.0, 110.0)) == 50.0
