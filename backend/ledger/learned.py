@@ -321,6 +321,9 @@ def plan_learned(shape: ModelShape, params: PlanParams, cards: list[Card], recor
         params = replace(params, compile_cache="warm")
     match = nearest(records, params) if not params.kv_cache_memory_bytes else None
     corr = 0
+    reserve_learned = False
+    if match is not None and params.device != "cpu":
+        cards, reserve_learned = _with_reserve(cards, match.record)
     if match is not None:
         old_params = params_of(match.record, params)
         old = plan(shape, old_params, cards_of(match.record, cards, old_params.gpu_memory_utilization
@@ -336,7 +339,8 @@ def plan_learned(shape: ModelShape, params: PlanParams, cards: list[Card], recor
     basis = led.basis
     if match is not None:
         rec = match.record
-        basis.update(kind="measured", summary=summary(match), measured_terms=measured_terms(rec),
+        terms = measured_terms(rec) + (["the driver's reserve (board less CUDA's total)"] if reserve_learned else [])
+        basis.update(kind="measured", summary=summary(match), measured_terms=terms,
                      measured_launch=rec.get("log"), differs=list(match.differs),
                      correction_gib=round(corr / GiB, 3), expected_error_pct=1.0)
         led.notes.append(f"{summary(match)}: the model missed {corr / GiB:+.2f} GiB per rank there"
@@ -379,3 +383,18 @@ def _pin(match: Match, led: Ledger) -> dict[str, Any] | None:
                 "source": "what vLLM's CPU worker set at the last launch; with enforce_eager it also skips "
                           "its warm-up"}
     return None
+
+
+def _with_reserve(cards: list[Card], record: dict[str, Any]) -> tuple[list[Card], bool]:
+    """Cards without NVML's reserved figure get the one this box showed: the board less the CUDA total vLLM
+    printed ("Free memory on device (F/T GiB)"), instead of the typical 0.42 GiB."""
+    totals = [t["device_total_gib"] for t in (record.get("breakdown") or {}).values() if t.get("device_total_gib")]
+    if not totals or not cards or all(c.memory_reserved_bytes is not None for c in cards):
+        return cards, False
+    cuda_total = int(min(totals) * GiB)
+    out = []
+    for c in cards:
+        reserve = c.memory_total_bytes - cuda_total
+        ok = c.memory_reserved_bytes is None and 0 <= reserve < 2 * GiB  # same card kind, same driver
+        out.append(replace(c, memory_reserved_bytes=reserve) if ok else c)
+    return out, out != cards

@@ -153,3 +153,15 @@ def test_pin_offers_vllms_own_kv_figure_for_the_same_settings(records, tmp_path)
     assert any("server.kv_cache_memory_bytes = " in n for n in led.notes)
     params.gpu_memory_utilization = 0.5  # other settings: no pin (vLLM's figure was for 0.90)
     assert "pin" not in learned.plan_learned(Q14, params, [card], [base], cache_root=tmp_path).basis
+
+
+def test_a_card_without_nvml_reserve_takes_the_one_the_launch_showed(records, tmp_path) -> None:
+    """The planner's card (no NVML): the reserve is the board less the CUDA total vLLM printed (139.8 GiB)."""
+    base = records[ORDER.index("14b-u090")]
+    params, card = settings_of("14b-u035-len32k")
+    bare = Card("NVIDIA H200", card.memory_total_bytes, source="planner")
+    led = learned.plan_learned(Q14, params, [bare], [base], cache_root=tmp_path)
+    want = records[ORDER.index("14b-u035-len32k")]["kv_cache_tokens"]
+    assert abs(led.kv_cache_tokens - want) / want <= 0.01
+    assert any("reserve" in t for t in led.basis["measured_terms"])
+    assert led.cards[0]["reserved_gib"] == pytest.approx(0.6, abs=0.01)
