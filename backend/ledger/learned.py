@@ -42,7 +42,8 @@ STORE = "ledger-measurements.json"
 SCHEMA = 1
 MAX_RECORDS = 200
 # settings that must match for a measurement to apply at all
-_SAME = ("model", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "quantization")
+# (a launch with the KV cache pinned measured nothing the model could miss: it only matches pinned plans)
+_SAME = ("model", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "quantization", "kv_cache_memory_bytes")
 # settings a plan may change and still use the measurement (each difference costs one in the distance)
 _NEAR = ("kv_cache_dtype", "enforce_eager", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
          "gpu_memory_utilization", "block_size")

@@ -165,3 +165,10 @@ def test_a_card_without_nvml_reserve_takes_the_one_the_launch_showed(records, tm
     assert abs(led.kv_cache_tokens - want) / want <= 0.01
     assert any("reserve" in t for t in led.basis["measured_terms"])
     assert led.cards[0]["reserved_gib"] == pytest.approx(0.6, abs=0.01)
+
+
+def test_a_pinned_launch_teaches_nothing_to_an_unpinned_plan(records) -> None:
+    base = dict(records[ORDER.index("14b-u090")])
+    base["settings"] = {**base["settings"], "kv_cache_memory_bytes": 104016271360}
+    params, _ = settings_of("14b-u090")
+    assert learned.nearest([base], params) is None
