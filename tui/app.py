@@ -9,15 +9,15 @@ import signal
 import threading
 from typing import Any
 
-from textual import on
 from textual.app import App
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from backend import daemon_threads
 from backend.settings import Settings
 from backend.status import RUNNING, ServerState
 from tui.screens.main import MainScreen
 from tui.themes import register_themes
+from tui.worker_errors import install as report_worker_errors
 
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 # what each worker group does, for the message that says which one failed
@@ -25,7 +25,12 @@ WORKER_PURPOSE = {
     "poll": "the server poll", "gpus": "the GPU sampler", "metrics": "the /metrics reader", "host": "the host sampler",
     "plan": "the memory planner", "action": "a server action", "start": "the start",
     "chat": "the chat", "bench": "the load test", "doctor": "the doctor", "report": "the report",
-    "settings-save": "saving a setting", "orphan-kill": "the orphan kill",
+    "settings-save": "saving a setting", "settings-preview": "the settings preview", "orphan-kill": "the orphan kill",
+    "pull-check": "the model check", "pull-start": "the pull", "pull-poll": "the pull's progress",
+    "cluster-poll": "the cluster poll", "cluster-action": "a cluster action", "profiles": "the profile planner",
+    "conversations": "the conversation list", "sweep": "the sweep", "render": "a reply's render",
+    "open": "the streamed reply's render", "chat-budget": "the context budget", "chat-preload": "the chat preload",
+    "chat-copy": "the copy", "quit": "the stop before quitting",
 }
 
 
@@ -47,6 +52,7 @@ class QwenApp(App):
         self._quitting = False
         self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
         self._theme_problems = register_themes(self, settings.console["theme"])
+        report_worker_errors(self, self.show_worker_failure)  # every worker's, the app's and its screens'
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -87,13 +93,10 @@ class QwenApp(App):
             except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (tests)
                 pass
 
-    @on(Worker.StateChanged)
-    def show_worker_failure(self, event: Worker.StateChanged) -> None:
-        """Any worker that raised (they run with exit_on_error=False): say which, and what, where
-        it is seen; otherwise its panel would just stop changing."""
-        if event.state is not WorkerState.ERROR:
-            return
-        worker = event.worker
+    def show_worker_failure(self, worker: Worker) -> None:
+        """Any worker that raised (they run with exit_on_error=False), whoever started it (the app's
+        worker manager hands each on, tui/worker_errors.py): say which, and what, where it is seen;
+        otherwise its panel would just stop changing."""
         purpose = WORKER_PURPOSE.get(worker.group, f"worker {worker.group}")
         error = worker.error
         self.worker_failures.append((worker.name, worker.group, repr(error)))

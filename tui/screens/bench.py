@@ -16,10 +16,9 @@ from textual.widgets import Label, ProgressBar, Static
 
 from tui.messages import BenchFinished, BenchProgress
 from tui.palette import style
-from tui.worker_errors import WorkerErrorsToApp
 
 
-class BenchScreen(WorkerErrorsToApp, ModalScreen[None]):
+class BenchScreen(ModalScreen[None]):
     CSS_PATH = "bench.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("plus", "more", "Double concurrency", id="more"),

@@ -16,7 +16,6 @@ from textual.widgets import DataTable, Label
 
 from tui.messages import DoctorReady, P2PReady
 from tui.palette import style
-from tui.worker_errors import WorkerErrorsToApp
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
@@ -32,7 +31,7 @@ def column_widths(screen_width: int) -> tuple[int, int, int, int]:
     return 4, 14, found, rest - found
 
 
-class DoctorScreen(WorkerErrorsToApp, ModalScreen[None]):
+class DoctorScreen(ModalScreen[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("g", "pull", "Get the model (pull)", id="pull"),

@@ -19,7 +19,6 @@ from textual.widgets import Label, Static
 
 from tui.messages import HistoryRead
 from tui.palette import style
-from tui.worker_errors import WorkerErrorsToApp
 
 REFRESH_S = 5.0
 WINDOWS = {"1": ("last hour", 3600.0), "2": ("last day", 86400.0)}
@@ -107,7 +106,7 @@ def chart_lines(win: Any, width: int, title: str, app: Any = None) -> list[Text 
     return lines
 
 
-class HistoryScreen(WorkerErrorsToApp, ModalScreen[None]):
+class HistoryScreen(ModalScreen[None]):
     CSS_PATH = "history.tcss"
     BINDINGS = [Binding("1", "window('1')", "Last hour", id="hour"),
                 Binding("2", "window('2')", "Last day", id="day"),

@@ -33,7 +33,6 @@ from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
 from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.status_bar import StatusBar
-from tui.worker_errors import WorkerErrorsToApp
 
 POLL_S = 0.2
 FIRST_POLL_S = 0.2  # the first frame waits this long at most for the first poll (then goes without)
@@ -41,7 +40,7 @@ NARROW_W = 100  # below this many columns the side column becomes the one-line s
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
-class MainScreen(ServerActions, WorkerErrorsToApp, Screen):
+class MainScreen(ServerActions, Screen):
     # its stylesheet, screens/main.tcss, is loaded with the app's (tui/app.py)
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),

@@ -18,7 +18,6 @@ from textual.widgets import DataTable, Label, Static
 
 from backend.owners import ago
 from tui.messages import OrphanKilled
-from tui.worker_errors import WorkerErrorsToApp
 
 GIB = 2**30
 
@@ -27,7 +26,7 @@ def _gib(value: int | None) -> str:
     return f"{value / GIB:.1f} GiB" if value else "—"
 
 
-class OrphanScreen(WorkerErrorsToApp, ModalScreen[str | None]):
+class OrphanScreen(ModalScreen[str | None]):
     """Dismisses with "start" (nothing is left), "force" (start beside them) or None (cancel)."""
 
     CSS_PATH = "orphans.tcss"

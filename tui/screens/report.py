@@ -18,10 +18,9 @@ from textual.widgets import Label, TextArea
 from tui import clipboard
 from tui.messages import ReportReady
 from tui.palette import style
-from tui.worker_errors import WorkerErrorsToApp
 
 
-class ReportScreen(WorkerErrorsToApp, ModalScreen[None]):
+class ReportScreen(ModalScreen[None]):
     CSS_PATH = "report.tcss"
     BINDINGS = [Binding("w", "save", "Save to a file", id="save"),
                 Binding("y", "copy", "Copy", id="copy"),

@@ -37,7 +37,6 @@ from backend.setting_rows import (
 from backend.settings import SCHEMA, ConfigError
 from tui.messages import LedgerPreviewed, SettingSaved
 from tui.palette import style
-from tui.worker_errors import WorkerErrorsToApp
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
 VALUE_W, DEFAULT_W = 26, 14
@@ -76,7 +75,7 @@ def _detail(row: Row, app=None) -> Text:
     return text
 
 
-class SettingsScreen(WorkerErrorsToApp, ModalScreen[str | None]):
+class SettingsScreen(ModalScreen[str | None]):
     CSS_PATH = "settings.tcss"
     BINDINGS = [
         Binding("escape", "back", "Cancel edit / close", id="close"),
