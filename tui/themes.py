@@ -1,4 +1,5 @@
-"""Themes: built-in ones plus user TOML files in themes/ (repo) and the XDG config dir."""
+"""Themes: built-in ones plus TOML files: the project's (themes/ in a clone, tui/_themes/ in a wheel:
+pyproject.toml's [tool.setuptools.package-dir]) and the user's in the XDG config dir."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-REPO_THEMES = Path(__file__).resolve().parent.parent / "themes"
+PACKAGED_THEMES = Path(__file__).resolve().parent / "_themes"  # installed from a wheel
+REPO_THEMES = Path(__file__).resolve().parent.parent / "themes"  # a clone (or an editable install of one)
 
 
 def load_theme_file(path: Path) -> Theme:
@@ -28,7 +30,9 @@ def register_themes(app: App, chosen: str) -> list[str]:
     """Register every theme file; a broken one is skipped. Returns the problems, for the caller to
     say (it registers them before the app runs, when a notification cannot be shown yet)."""
     problems = []
-    for folder in (REPO_THEMES, paths.config_dir() / "themes"):
+    # the repo's only where no packaged copy is (beside a wheel, ../themes is site-packages/themes)
+    project = PACKAGED_THEMES if PACKAGED_THEMES.is_dir() else REPO_THEMES
+    for folder in (project, paths.config_dir() / "themes"):
         for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
             try:
                 app.register_theme(load_theme_file(path))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from backend import statefile
 from backend.cli.chat_cmd import chat_args, cmd_chat
 from backend.cli.options import global_argv, load_settings
+from backend.example_config import cmd_init_config, init_config_args
 from backend.launch import Launch, build_launch
 from backend.settings import Settings
 from backend.status import HEALTHY, IDLE, ServerState
@@ -596,6 +597,8 @@ COMMANDS = {
     "logs": (cmd_logs, "print the server log", _logs_args),
     "print-command": (cmd_print_command, "print the environment and vllm serve line", _print_command_args),
     "gen-key": (cmd_gen_key, "write a new random API key to a file (mode 0600)", _gen_key_args),
+    "init-config": (cmd_init_config, "write the example config.toml to the config dir (never over a file)",
+                    init_config_args),
     "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
     "profiles": (cmd_profiles, "workload profiles ([profiles.NAME]) with the ledger's verdict for each",
                  _json_arg),
