@@ -30,7 +30,8 @@ WORKER_PURPOSE = {
     "cluster-poll": "the cluster poll", "cluster-action": "a cluster action", "profiles": "the profile planner",
     "conversations": "the conversation list", "sweep": "the sweep", "render": "a reply's render",
     "open": "the streamed reply's render", "chat-budget": "the context budget", "chat-preload": "the chat preload",
-    "chat-copy": "the copy", "quit": "the stop before quitting",
+    "chat-copy": "the copy", "quit": "the stop before quitting", "history": "the history view",
+    "p2p": "the P2P check",
 }
 
 
