@@ -36,7 +36,9 @@ def _flag(key: str, spec: settings.Key) -> str:
     if key in launch._NOT_FLAGS:
         return {"model": "the model argument of `vllm serve`", "env": "the server's environment",
                 "extra_args": "appended to the command line as they are",
-                }.get(key, "`VLLM_API_KEY` in the server's environment, never on its command line")
+                "api_key": "`VLLM_API_KEY` in the server's environment, never on its command line",
+                "api_key_file": "`VLLM_API_KEY` in the server's environment, never on its command line",
+                }.get(key, "none (read by qwen-tui's supervisor, not passed to vLLM)")
     flag = launch._flag(key)
     if spec.type is bool:
         return f"`{flag}`" + (f" / `--no-{flag[2:]}`" if key in launch._NEGATABLE else " when true")
