@@ -78,15 +78,17 @@ class NoGpu:
         pass
 
 
-async def shoot(out: Path) -> None:
+async def shoot(out: Path, port: int = 8011) -> None:
+    """port: the fake /metrics server's; the demo's by default, so that the picture says what a user sees
+    (tests pass 0: any free one, never the port a real demo server may be starting on)."""
     from backend.settings import load
     from tui.app import make_app
     from tui.widgets.metrics_panel import MetricsPanel
     from tui.widgets.status_bar import StatusBar
 
-    try:  # the demo's port, so that the picture says what a user sees; any free one if it is taken
-        server = ThreadingHTTPServer(("127.0.0.1", 8011), _Metrics)
-    except OSError:
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), _Metrics)
+    except OSError:  # taken (a demo server runs): any free one
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]

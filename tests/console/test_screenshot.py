@@ -14,7 +14,7 @@ async def test_the_screenshot_script_draws_the_ready_console(tmp_path, qhome):
     shot = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shot)
     out = tmp_path / "console.svg"
-    await shot.shoot(out)
+    await shot.shoot(out, port=0)  # never 8011, where an end-to-end test's demo server may be starting
     svg = out.read_text(encoding="utf-8")
     assert svg.startswith("<svg")
     for shown in ("READY", "qwen-tui-demo", "1,309,184", "startup", "metrics", "ledger"):
