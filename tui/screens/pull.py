@@ -85,7 +85,7 @@ class PullScreen(ModalScreen[str | None]):
             with VerticalScroll(id="form"):  # scrolls at 80×24, its keys line still on screen
                 with Horizontal(classes="field"):
                     yield Label("repo id", classes="field-label")
-                    yield Input(repo, placeholder="Qwen/Qwen2.5-14B-Instruct", id="repo")
+                    yield Input(repo, placeholder="ORG/NAME, e.g. Qwen/Qwen2.5-14B-Instruct", id="repo")
                 with Horizontal(classes="field"):
                     yield Label("source", classes="field-label")
                     yield Select([(s, s) for s in SOURCES], value="hf", allow_blank=False, id="source")
@@ -109,8 +109,9 @@ class PullScreen(ModalScreen[str | None]):
         self.query_one("#files").display = False  # the form has their rows until a pull starts
         self.show_target()
         self.poll_pull()
-        if self.query_one("#repo", Input).value:
-            self.query_one("#folder", Input).focus()
+        # a field has focus from the start: enter submits, and typed letters are text, not c/k/u
+        repo = self.query_one("#repo", Input)
+        (self.query_one("#folder", Input) if repo.value else repo).focus()
 
     # -- before the start ------------------------------------------------------------------------
     def _form(self) -> tuple[str, str, str, str]:
