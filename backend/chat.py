@@ -155,13 +155,21 @@ def chat_body(model: str, messages: list[dict[str, str]], max_tokens: int, tempe
     return body
 
 
+def why(e: Exception) -> str:
+    """An exception in words, never empty: httpx's ReadError and RemoteProtocolError often carry no
+    text, and "cut mid-reply: " with nothing after it reads as a message cut short."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text}" if text else f"{type(e).__name__}, no detail given"
+
+
 def connect_error(base_url: str, e: Exception) -> ChatError:
-    return ChatError(f"cannot connect to {base_url}: {e}",
+    return ChatError(f"cannot connect to {base_url} ({why(e)})",
                      "start the server (key s, or `qwen-tui serve`) and wait for READY")
 
 
 def cut_error(e: Exception) -> ChatError:
-    return ChatError(f"the connection was cut mid-reply: {e}", "the server may have died: check its state and log")
+    return ChatError(f"the connection was cut mid-reply ({why(e)})",
+                     "the server may have died or been stopped: check its state and log")
 
 
 def stuck_error(seconds: float, e: Exception) -> ChatError:

@@ -116,3 +116,9 @@ class FaultServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+if __name__ == "__main__":  # its own process, for a test that stops it (SIGSTOP) or kills it
+    with FaultServer() as srv:
+        print(srv.base_url, flush=True)
+        srv.thread.join()

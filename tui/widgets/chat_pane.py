@@ -82,6 +82,7 @@ class ChatPane(Vertical):
         self._endpoint_value: tuple[str, str] | None = None
         self._reply: ReplyView | None = None
         self._pending: list = []  # the user line and reply of the message being sent
+        self._waiting = None  # its WaitingLine until the first delta
         self.transport = None  # an httpx transport for the pane's client (benchmarks, tests); None: network
         self._http = None  # the pane's one HTTP client, made on first use
         self.request_extra: dict | None = None  # extra request fields (tests: ignore_eos)
@@ -166,10 +167,12 @@ class ChatPane(Vertical):
 
     async def send(self, text: str) -> None:
         from tui.widgets.reply import ReplyView  # start-up: loaded on first use, not with the console
+        from tui.widgets.waiting_line import WaitingLine  # start-up: loaded on first use, not with the console
 
         log = self.query_one("#chat-log", VerticalScroll)
         self._reply = ReplyView(classes="reply")
-        self._pending = [Static(f"› {text}", classes="user", markup=False), self._reply]
+        self._waiting = WaitingLine()
+        self._pending = [Static(f"› {text}", classes="user", markup=False), self._waiting, self._reply]
         await log.mount_all(self._pending)
         log.anchor()
         self.streaming = True
@@ -264,14 +267,21 @@ class ChatPane(Vertical):
     @on(ChatDelta)
     async def delta(self, message: ChatDelta) -> None:
         message.stop()
+        await self._stop_waiting()
         if self._reply is not None:
             self._reply.append(message.text)
+
+    async def _stop_waiting(self) -> None:
+        if self._waiting is not None:
+            waiting, self._waiting = self._waiting, None
+            await waiting.remove()
 
     @on(ChatFinished)
     async def finished(self, message: ChatFinished) -> None:
         if message.conversation is not None and message.conversation is not self.conversation:
             self.streaming = False  # a reply of a conversation no longer shown (ctrl+n, reopen)
             return
+        await self._stop_waiting()
         if self._reply is not None:
             await self._reply.finish()
         self.streaming = False
@@ -292,6 +302,7 @@ class ChatPane(Vertical):
         from tui.screens.context_fit import ContextFitScreen  # start-up: loaded on first use, not with the console
 
         message.stop()
+        self._waiting = None
         for w in self._pending:
             await w.remove()
         self._pending, self._reply, self.streaming = [], None, False
