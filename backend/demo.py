@@ -67,6 +67,12 @@ CORPUS = [
 ]
 
 
+def settings_path() -> Path:
+    """The demo's own settings file: the console's edits in --demo go here (over server_overlay()),
+    not into the user's config file, which runs without --demo read."""
+    return paths.state_dir() / "demo-settings.toml"
+
+
 def model_dir() -> Path:
     return paths.cache_dir() / f"demo-qwen2-tiny-v{MODEL_VERSION}"
 

@@ -18,6 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from backend import demo as demo_model
 from backend import paths
 from backend.errors import ConfigError
 from backend.profile_overlays import overlay_of
@@ -88,9 +89,17 @@ def effect(section: str, key: str) -> str:
 
 
 def config_target(settings: Settings) -> Path:
-    """The file a save writes: the one this console read, else the XDG config file (which the
-    next start finds when there is no ./config.toml)."""
+    """The file a save writes: in --demo the demo's settings file (state dir; only --demo runs read
+    it, over the demo's own values); else the one this console read, else the XDG config file
+    (which the next start finds when there is no ./config.toml)."""
+    if settings.demo:
+        return demo_model.settings_path()
     return Path(settings.source) if settings.source else paths.config_dir() / "config.toml"
+
+
+def target_name(settings: Settings) -> str:
+    """What the file a save writes is, in words."""
+    return "the demo settings file" if settings.demo else "the file"
 
 
 def set_keys(settings: Settings) -> dict[tuple[str, str], str]:
@@ -106,12 +115,13 @@ def set_keys(settings: Settings) -> dict[tuple[str, str], str]:
 
 
 def demo_keys(settings: Settings) -> set[tuple[str, str]]:
-    """(section, key) pairs --demo replaces, whatever the file says."""
+    """(section, key) pairs --demo replaces, whatever the user's file says (its own settings file
+    aside: that is where the console's edits in --demo go, so they are not forced)."""
     if not settings.demo:
         return set()
     marker = object()
     values: dict[str, dict[str, Any]] = {sec: {k: marker for k in table} for sec, table in SCHEMA.items()}
-    apply_demo(values)
+    apply_demo(values, with_file=False)
     return {(sec, k) for sec, table in values.items() for k, v in table.items() if v is not marker}
 
 
@@ -138,6 +148,7 @@ class Row:
     file_value: Any  # the value written in the file; _MISSING when absent
     source: str  # "default", "file", "demo", "profile" or "--set"
     override: str = ""  # the --set text, for source "--set"
+    where: str = "the file"  # what the file a save writes is (target_name)
 
     @property
     def dotted(self) -> str:
@@ -157,7 +168,9 @@ class Row:
 
     @property
     def forced(self) -> bool:
-        return self.source in ("demo", "profile", "--set")
+        """This run keeps its value whatever a save writes (a demo value is not: in --demo saves go
+        to the demo settings file, which is read over the demo's values)."""
+        return self.source in ("profile", "--set")
 
     @property
     def secret(self) -> bool:
@@ -183,7 +196,8 @@ class Row:
     @property
     def edit_text(self) -> str:
         """What the editor starts with: the file's value, since that is what a save changes; a
-        value forced by --demo/--set is never offered for saving. A secret starts empty (type a
+        value forced by --set or a profile is never offered for saving (the demo's values are: its
+        edits go to the demo settings file). A secret starts empty (type a
         new one; empty removes it)."""
         if self.secret:
             return ""
@@ -206,10 +220,10 @@ class Row:
         if self.source == "--set":
             return f"this run: --set {self.override}"
         if self.source == "demo":
-            return "this run: forced by --demo"
+            return "the demo's value (--demo)"
         if self.source == "profile":
             return f"this run: {self.override}"
-        return "from the file" if self.source == "file" else "default"
+        return f"from {self.where}" if self.source == "file" else "default"
 
 
 def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[Row]:
@@ -218,6 +232,7 @@ def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[R
         data = file_data(config_target(settings))
     sets, demo = set_keys(settings), demo_keys(settings)
     profile = profile_keys(settings)
+    where = target_name(settings)
     rows = []
     for section, table in SCHEMA.items():
         current = getattr(settings, section)
@@ -228,13 +243,13 @@ def build_rows(settings: Settings, data: dict[str, Any] | None = None) -> list[R
                 source = "--set"
             elif (section, key) in profile:
                 source = "profile"
-            elif (section, key) in demo:
-                source = "demo"
+            elif key in written:  # in --demo, `written` is the demo settings file, read over the demo
+                source = "file"
             else:
-                source = "file" if key in written else "default"
+                source = "demo" if (section, key) in demo else "default"
             rows.append(Row(section, key, spec, current.get(key), written.get(key, _MISSING), source,
                             sets.get((section, key), "") or (f"profile {settings.profile}"
-                                                             if source == "profile" else "")))
+                                                             if source == "profile" else ""), where))
     return rows
 
 
@@ -245,7 +260,7 @@ def overrides_text(settings: Settings) -> list[str]:
     if demo:
         other = sorted(f"{s}.{k}" for s, k in demo if s != "server")
         lines.append("--demo replaces all of [server]" + (f" and {', '.join(other)}" if other else "")
-                     + " for this run; saves still go to the file, for runs without --demo")
+                     + "; saves go to the demo settings file, read over them by --demo runs only")
     if getattr(settings, "profile", None):
         keys = sorted(k for _, k in profile_keys(settings))
         lines.append(f"profile {settings.profile} sets {', '.join(keys) or 'nothing'} for this run (p picks "
@@ -317,13 +332,13 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
     edit = parse_text(section, key, text)
     path = config_target(settings)
     save_edit(path, edit)
-    new = reload(settings, path)
+    new = reload(settings) if settings.demo else reload(settings, path)
     dotted = f"{section}.{key}"
     secret = (section, key) in SECRET_KEYS
     shown = ("removed (default applies)" if edit.unset else
              f"= {MASK}" if secret else f"= {toml_text(edit.value)}")
-    note = f"{dotted} {shown}, saved to {path}"
-    forced = (set_keys(settings).get((section, key)) or ((section, key) in demo_keys(settings) and "--demo")
+    note = f"{dotted} {shown}, saved to {path}" + (" (the demo settings file)" if settings.demo else "")
+    forced = (set_keys(settings).get((section, key))
               or ((section, key) in profile_keys(settings) and f"profile {settings.profile}"))
     if forced:
         kept = MASK if secret else (toml_text(getattr(new, section).get(key)) or "(unset)")

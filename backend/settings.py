@@ -312,7 +312,8 @@ def _merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, te
                     raise ConfigError(f"{where}:{line or 1}: {e}") from None
             continue
         if section not in SCHEMA:
-            raise ConfigError(f"{at}: unknown section [{section}] (known: {', '.join(SCHEMA)})")
+            known = ", ".join([*SCHEMA, "profiles", *OWN_SECTIONS])
+            raise ConfigError(f"{at}: unknown section [{section}] (known: {known})")
         for key, value in table.items():
             try:
                 base[section][key] = check_value(section, key, value)
@@ -425,18 +426,23 @@ def check_profiles(table: Any, where: str = "") -> dict[str, dict[str, Any]]:
     return out
 
 
-def apply_demo(values: dict[str, dict[str, Any]]) -> None:
+def apply_demo(values: dict[str, dict[str, Any]], with_file: bool = True) -> None:
     """--demo: the server settings are the demo's (backend/demo.py) over the defaults, whatever the
     file says; the planner plans for the CPU, chat replies are short; console settings are kept."""
     values["server"] = {**defaults()["server"], **demo_settings.server_overlay()}
     values["planner"].update(demo_settings.PLANNER_OVERLAY)
     values["chat"].update(demo_settings.CHAT_OVERLAY)
+    path = demo_settings.settings_path()
+    if with_file and path.is_file():  # the console's edits in --demo (they never go into the user's file)
+        data, text = read_toml_text(path)
+        data = {k: v for k, v in data.items() if k in SCHEMA}  # it holds settings, not profiles
+        _merge(values, data, str(path), text)
 
 
 def load(config: str | None = None, demo: bool = False, overrides: list[str] | None = None,
          profile: str | None = None) -> Settings:
     """Build the settings for one run. Raises ConfigError with a message fit for the user.
-    Precedence: defaults < the file < --demo < the profile ([profiles.NAME]) < --set."""
+    Precedence: defaults < the file < --demo (and its settings file) < the profile ([profiles.NAME]) < --set."""
     values = defaults()
     path = find_config(config)
     if path is not None:

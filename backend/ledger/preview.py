@@ -66,7 +66,7 @@ def with_value(settings: Any, section: str, key: str, text: str) -> tuple[Any, s
     """A copy of `settings` with the typed value in place (the file and the running server untouched),
     and a note when this run forces the key anyway. Raises ConfigError for text that is not a value."""
     # only for the CLI or a real install: plan() stays a pure function
-    from backend.setting_rows import demo_keys, parse_text, set_keys
+    from backend.setting_rows import parse_text, set_keys
 
     edit = parse_text(section, key, text)
     new = copy.deepcopy(settings)
@@ -74,7 +74,7 @@ def with_value(settings: Any, section: str, key: str, text: str) -> tuple[Any, s
     table[key] = copy.deepcopy(SCHEMA[section][key].default) if edit.unset else edit.value
     note = ""
     given = set_keys(settings).get((section, key))
-    forced = f"--set {given}" if given else ("--demo" if (section, key) in demo_keys(settings) else None)
+    forced = f"--set {given}" if given else None  # a demo value is not forced: saves go to its settings file
     prof = (settings.profiles or {}).get(settings.profile or "", {}) if section == "server" else {}
     if forced:
         note = f"this run keeps its {forced} value; the preview plans the typed one"

@@ -124,24 +124,25 @@ async def test_a_set_override_is_shown_and_not_written(cfg):
     assert app.settings.server["max_model_len"] == 2048
 
 
-async def test_demo_values_are_marked_and_not_offered_for_saving(cfg, tmp_path, monkeypatch):
+async def test_demo_values_are_edited_in_the_demo_settings_file(cfg, tmp_path, monkeypatch):
     from backend import demo
 
     monkeypatch.setattr(demo, "ensure_model", lambda: tmp_path / "demo-model")
     before = cfg.read_text()
     app, _ = make(cfg, demo=True)
     async with app.run_test(size=(150, 45)) as pilot:
-        await open_at(pilot, app, "server.model")
-        assert "--demo replaces all of [server]" in str(app.screen.query_one("#target", Static).render())
+        await open_at(pilot, app, "server.gpu_memory_utilization")
+        target = str(app.screen.query_one("#target", Static).render())
+        assert str(demo.settings_path()) in target and "demo settings file" in target
         await pilot.press("enter")
-        assert editor(app).value == '"Qwen/Qwen2.5-14B-Instruct"', "the file's model, not the demo's path"
-        await pilot.press("enter")  # save it as it is
+        assert editor(app).value == "0.2", "the value the demo runs with, not the file's"
+        await pilot.press("escape")
+        await edit(pilot, app, "0.25")
         assert await wait_until(pilot, lambda: "saved to" in message(app))
-        assert "this run keeps" in message(app) and "--demo" in message(app)
-        assert "Press r" not in message(app)
-    assert str(tmp_path / "demo-model") not in cfg.read_text()
+        assert "demo settings file" in message(app) and "this run keeps" not in message(app)
     assert cfg.read_text() == before
-    assert app.settings.server["model"] == str(tmp_path / "demo-model")
+    assert "gpu_memory_utilization = 0.25" in demo.settings_path().read_text()
+    assert app.settings.server["gpu_memory_utilization"] == 0.25
 
 
 async def test_a_theme_saved_applies_now(cfg):

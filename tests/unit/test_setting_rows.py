@@ -53,18 +53,41 @@ def test_set_overrides_are_marked_and_never_offered_for_saving(cfg):
     assert sr.overrides_text(settings) == ["--set for this run: server.max_model_len=2048, server.env.FOO=1"]
 
 
-def test_demo_marks_what_it_forces(cfg, fake_demo_model):
+def test_demo_marks_its_values_and_offers_the_value_in_use(cfg, fake_demo_model):
     settings = load(config=str(cfg), demo=True)
     rows = rows_by_name(settings)
     assert all(rows[f"server.{k}"].source == "demo" for k in SCHEMA["server"])
     assert rows["planner.device"].source == "demo" and rows["chat.max_tokens"].source == "demo"
-    assert rows["chat.temperature"].source == "file" and rows["console.on_exit"].source == "file"
-    model = rows["server.model"]
-    assert model.value == str(fake_demo_model)
-    assert model.edit_text == '"Qwen/Qwen2.5-14B-Instruct"', "the demo's model path must not be offered"
-    assert rows["server.max_model_len"].edit_text == "8192"
+    assert not any(r.forced for r in rows.values()), "in --demo a save goes to the demo settings file"
+    gmu = rows["server.gpu_memory_utilization"]
+    assert (gmu.value, gmu.edit_text) == (0.2, "0.2"), "the editor shows the value in use, not the file's 0.9"
+    assert sr.config_target(settings) == sr.demo_model.settings_path()
     [line] = sr.overrides_text(settings)
     assert "--demo replaces all of [server] and chat.max_tokens, planner.device" in line
+    assert "demo settings file" in line
+
+
+def test_a_demo_edit_goes_to_the_demo_settings_file_and_the_next_demo_load_reads_it(cfg, fake_demo_model):
+    before = cfg.read_text()
+    settings = load(config=str(cfg), demo=True)
+    saved = sr.apply_edit(settings, "server", "max_num_seqs", "5")
+    demo_file = sr.demo_model.settings_path()
+    assert saved.path == demo_file and "demo settings file" in saved.note
+    assert saved.restart and "this run keeps" not in saved.note
+    assert cfg.read_text() == before, "the user's config file is not the demo's"
+    assert saved.settings.server["max_num_seqs"] == 5 and saved.settings.demo
+    again = load(config=str(cfg), demo=True)
+    assert again.server["max_num_seqs"] == 5
+    assert rows_by_name(again)["server.max_num_seqs"].source_text == "from the demo settings file"
+    assert load(config=str(cfg)).server["max_num_seqs"] != 5, "runs without --demo do not read it"
+
+
+def test_a_bad_demo_settings_file_is_named(cfg, fake_demo_model):
+    path = sr.demo_model.settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[server]\nmax_num_seqs = \"many\"\n")
+    with pytest.raises(ConfigError, match="demo-settings.toml"):
+        load(config=str(cfg), demo=True)
 
 
 @pytest.mark.parametrize("value", [4096, 0.9, True, "auto", ["a", "b"], {"A": "1"}, [], {}, 'say "hi"\n'])

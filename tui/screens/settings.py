@@ -126,6 +126,8 @@ class SettingsScreen(ModalScreen[str | None]):
         head = Text()
         head.append("saves to ", "dim")
         head.append(str(path), "bold")
+        if settings.demo:
+            head.append(" (the demo settings file: only --demo runs read it)", "dim")
         if not path.exists():
             head.append(" (created on the first save)", "dim")
         for line in overrides_text(settings):
