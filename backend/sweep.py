@@ -162,7 +162,7 @@ def level_row(rep: dict[str, Any], concurrency: int, server: dict[str, Any],
               max_conc: float | None, ceiling: float | None) -> dict[str, Any]:
     ttft = rep.get("ttft_ms") or {}
     per_req = (rep.get("decode_tokens_per_s_per_request") or {}).get("p50")
-    burst = bool(rep.get("itl_ms") and rep.get("completed") and burst_notes(rep))
+    burst = bool(rep.get("itl_ms") and rep.get("completed") and burst_notes(rep))  # per request (is_burst)
     if burst:  # tokens that reached the client together give no per-request rate (STYLE 21)
         per_req = None
     return {

@@ -149,3 +149,15 @@ async def test_ttft_runs_from_the_send_not_from_building_the_client(monkeypatch)
     r = ChatResult()
     await collect(fake_transport([(0.01, sse(chunk("a", role="assistant", tokens=1), "[DONE]"))]), r)
     assert r.ttft_s < 0.15, r.ttft_s
+
+
+def test_tokens_in_pairs_are_a_rate_and_all_at_once_a_burst():
+    """Issue 28: at concurrency 1 on the demo, tokens that reach the client two by two (the pooled
+    ITL p50 near 0) still have a per-request rate; only most tokens at one moment are a burst."""
+    from backend.chat import ChatResult
+
+    pairs = ChatResult(completion_tokens=20, ttft_s=0.1,
+                       chunk_times=[0.1 + (k // 2) * 0.018 + (k % 2) * 0.0001 for k in range(20)])
+    assert not pairs.burst and pairs.decode_tokens_per_s is not None
+    at_once = ChatResult(completion_tokens=20, ttft_s=0.1, chunk_times=[0.1] + [0.5 + k * 1e-5 for k in range(19)])
+    assert at_once.burst and at_once.decode_tokens_per_s is None

@@ -126,3 +126,17 @@ def test_the_h200_long_profile_served_32k_as_planned():
     assert plan["max_model_len"] == run["predicted"]["max_model_len"] == 32768
     assert abs(plan["kv_cache_tokens"] - run["predicted"]["kv_cache_tokens"]) / plan["kv_cache_tokens"] < 0.01
     assert [r["queued"] for r in run["levels"]] == [False, False, True]  # 2 sequences at a time
+
+
+def test_a_level_is_burst_only_when_most_of_its_requests_are():
+    """Issue 28: every row said "burst" at concurrency 1 (109.5 tok/s): a pooled ITL p50 near 0 came
+    from tokens in pairs. The rate stands unless most requests had no measurable gaps."""
+    from backend.sweep import level_row
+
+    rep = {"completed": 4, "requests": 4, "output_tokens": 256, "itl_ms": {"p50": 0.02},
+           "ttft_ms": {"mean": 20.0, "p50": 19.0, "p99": 30.0},
+           "decode_tokens_per_s_per_request": {"p50": 109.5}, "burst_requests": 1}
+    row = level_row(rep, 1, {}, None, None)
+    assert not row["burst"] and row["per_request_tokens_per_s"] == 109.5
+    row = level_row(dict(rep, burst_requests=3), 1, {}, None, None)
+    assert row["burst"] and row["per_request_tokens_per_s"] is None
