@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
@@ -40,12 +40,16 @@ class BenchScreen(ModalScreen[None]):
         with Vertical(id="dialog"):
             yield Label("", id="config")
             yield ProgressBar(id="progress", show_eta=False)
-            yield Static("", id="results")
+            with VerticalScroll(id="results-box"):  # scrolls at 80×24: the keys line stays on screen
+                yield Static("", id="results")
             yield Label("r: run again   +/-: double/halve concurrency   w: sweep 1,4,8,16,32   esc: stop and close",
                         id="keys")
 
     def on_mount(self) -> None:
         self.start()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < 36, "-short")
 
     def start(self) -> None:
         c = self.config

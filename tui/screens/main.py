@@ -31,6 +31,7 @@ from tui.widgets.host_panel import HostPanel
 from tui.widgets.keys_footer import KeysFooter
 from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
+from tui.widgets.side_panels import SidePanels
 from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.status_bar import StatusBar
 
@@ -84,7 +85,7 @@ class MainScreen(ServerActions, Screen):
                                   classes="panel")
                 with TabPane("Chat", id="tab-chat"):
                     yield ChatPane(id="chat")
-            with VerticalScroll(id="side"):
+            with SidePanels(id="side"):
                 yield FiguresPanel(id="figures", classes="panel")
                 yield MetricsPanel(id="metrics", classes="panel")
                 yield LedgerPanel(id="ledger", classes="panel")
@@ -150,6 +151,10 @@ class MainScreen(ServerActions, Screen):
 
     def action_toggle_side(self) -> None:
         self.toggle_class("-side-open")
+        if self.has_class("-side-open"):  # focused, ↑↓ and pgup/pgdn scroll the panels at once (not after tab)
+            self.query_one("#side").focus()
+        elif self.query_one("#side").has_focus:
+            self.query_one(LogPane).focus()
 
     def _show_strip(self) -> None:
         self.query_one(FigureStrip).show(self.state.state, self.parsed, self.gpu_memory)
@@ -576,7 +581,7 @@ class MainScreen(ServerActions, Screen):
 
     def action_clear_filters(self) -> None:
         if self.has_class("-side-open"):
-            self.remove_class("-side-open")
+            self.action_toggle_side()
             return
         box = self.query_one("#search", Input)
         box.value, box.display = "", False

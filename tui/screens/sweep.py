@@ -22,8 +22,17 @@ from tui.messages import SweepEvent, SweepFinished
 from tui.palette import style
 
 DEFAULT_LEVELS = (1, 4, 8, 16, 32)
-COLUMNS = ("conc", "TTFT mean ms", "p50", "p99", "tok/s/req", "total tok/s", "req/s", "err", "KV peak",
-           "queued", "prev total tok/s", "prev TTFT ms", "J/token", "tok/s/W")
+# short headers: at 80 columns every column up to "queued" fits; the previous sweep's two come only
+# when there is one
+COLUMNS = ("conc", "TTFT ms", "p50", "p99", "tok/s/req", "tok/s", "req/s", "err", "KV peak",
+           "queued", "prev tok/s", "prev TTFT", "J/token", "tok/s/W")
+PREV = slice(10, 12)  # the previous sweep's columns in COLUMNS and table_row
+SHORT_H = 40  # below this many rows the finished levels fold into the table (the plots need the room)
+
+
+def without_prev(cells: tuple) -> tuple:
+    """A row (or the headers) without the previous sweep's columns."""
+    return cells[:PREV.start] + cells[PREV.stop:]
 
 
 def theme_rgb(app: Any, name: str) -> tuple[int, int, int] | None:
@@ -90,9 +99,12 @@ class SweepScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#dialog").border_title = "concurrency sweep"
-        table = self.query_one(DataTable)
-        table.add_columns(*COLUMNS)
+        self.query_one(DataTable).add_columns(*without_prev(COLUMNS))
         self.start()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < SHORT_H, "-short")
+        self._show_levels()
 
     # -- the run ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -140,7 +152,7 @@ class SweepScreen(ModalScreen[None]):
             self.progress[ev["concurrency"]] = (f"done: {ev['completed']}/{ev['requests']} in "
                                                 f"{_f(ev.get('wall_s'), '.1f')} s"
                                                 + (f", {ev['failed']} failed" if ev.get("failed") else ""))
-            self.query_one(DataTable).add_row(*table_row(ev, self._prev_row(ev["concurrency"])))
+            self.query_one(DataTable).add_row(*without_prev(table_row(ev, None)))
             self._plot()
         self._show_levels()
 
@@ -153,9 +165,12 @@ class SweepScreen(ModalScreen[None]):
             return
         self.result, self.previous = message.result, message.previous
         table = self.query_one(DataTable)  # again, now with the previous sweep beside
-        table.clear()
+        table.clear(columns=bool(self.previous))
+        if self.previous:
+            table.add_columns(*COLUMNS)
         for row in self.rows:
-            table.add_row(*table_row(row, self._prev_row(row["concurrency"])))
+            cells = table_row(row, self._prev_row(row["concurrency"]))
+            table.add_row(*(cells if self.previous else without_prev(cells)))
         self._show_levels()
         self._plot()
 
@@ -168,9 +183,12 @@ class SweepScreen(ModalScreen[None]):
     # -- drawing ---------------------------------------------------------------------------------
     def _show_levels(self) -> None:
         text = Text()
+        short = self.has_class("-short")
         for lv in self.config.levels:
             state = self.progress.get(lv, "")
             mark = "✓" if state.startswith("done") else ("▶" if state.startswith("level") else "·")
+            if short and mark != "▶":
+                continue  # a short screen: the level running only (the table has the finished ones)
             text.append(f"{mark} concurrency {lv:>4}: {state}\n", "" if mark != "·" else "dim")
         res = self.result or {}
         if res.get("error"):
@@ -197,13 +215,15 @@ class SweepScreen(ModalScreen[None]):
         pred = (self.result or {}).get("predicted") or self._predicted()
         mc, ceiling = pred.get("max_concurrency"), pred.get("decode_ceiling_tokens_per_s")
         top = max(self.config.levels)
-        for wid, title, get in (("#tps", "total output tok/s", lambda r: r.get("output_tokens_per_s")),
+        # short titles: at 80×24 each plot is ~35 columns, and plotext drops a title wider than that
+        for wid, title, get in (("#tps", "total tok/s", lambda r: r.get("output_tokens_per_s")),
                                 ("#ttft", "mean TTFT ms", lambda r: (r.get("ttft_ms") or {}).get("mean"))):
             widget = self.query_one(wid, PlotextPlot)
             plt = widget.plt
             plt.clear_data()
             plt.clear_figure()
-            plt.title(title + " vs concurrency")
+            plt.title(title + " vs conc.")
+            plt.xticks(list(self.config.levels))  # the levels swept, not plotext's 0.0 1.3 2.6 …
             points = [(r["concurrency"], get(r)) for r in self.rows if get(r) is not None]
             before = [(r["concurrency"], get(r)) for r in (self.previous or {}).get("levels") or []
                       if get(r) is not None]

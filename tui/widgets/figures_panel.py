@@ -12,23 +12,44 @@ def _num(v: Any, fmt: str) -> str:
     return "—" if v is None else format(v, fmt)
 
 
+def seconds_text(v: float) -> str:
+    """Seconds with the digits that say something: 0.02 s is not "0.0 s"."""
+    if v >= 0.095:
+        return f"{v:.1f} s"
+    return f"{v:.2f} s" if v >= 0.005 else "<0.01 s"
+
+
+def _unit(v: Any, fmt: str, unit: str) -> str:
+    """A figure with its unit, or "—" alone when unknown (never "— GiB")."""
+    return "—" if v is None else f"{format(v, fmt)} {unit}"
+
+
 def rows(parsed: dict[str, Any]) -> list[tuple[str, str]]:
     p = parsed
-    weights = "—"
-    if p.get("weights_gib") is not None or p.get("weights_seconds") is not None:
-        weights = f"{_num(p.get('weights_gib'), '.2f')} GiB in {_num(p.get('weights_seconds'), '.1f')} s"
+    gib, secs = p.get("weights_gib"), p.get("weights_seconds")
+    if gib is not None and secs is not None:
+        weights = f"{gib:.2f} GiB in {seconds_text(secs)}"
+    elif gib is not None:
+        weights = f"{gib:.2f} GiB (load time unknown)"
+    elif secs is not None:
+        weights = f"size unknown, {seconds_text(secs)}"
+    else:
+        weights = "—"
     conc = "—"
     if p.get("max_concurrency") is not None:
-        conc = f"{p['max_concurrency']:.2f}x @ {_num(p.get('max_concurrency_tokens'), ',')} tok"
+        at = p.get("max_concurrency_tokens")
+        conc = f"{p['max_concurrency']:.2f}x" + (f" @ {at:,} tok" if at is not None else "")
+    graphs = p.get("cuda_graph_seconds")
+    init = p.get("init_engine_seconds")
     return [
         ("vLLM", p.get("vllm_version") or "—"),
         ("phase", p.get("phase") or "—"),
         ("weights", weights),
-        ("KV cache", f"{_num(p.get('kv_cache_gib'), '.2f')} GiB"),
+        ("KV cache", _unit(p.get("kv_cache_gib"), ".2f", "GiB")),
         ("KV tokens", _num(p.get("kv_cache_tokens"), ",")),
         ("max concurrency", conc),
-        ("CUDA graphs", f"{_num(p.get('cuda_graph_seconds'), '.1f')} s"),
-        ("init engine", f"{_num(p.get('init_engine_seconds'), '.1f')} s"),
+        ("CUDA graphs", "—" if graphs is None else seconds_text(graphs)),
+        ("init engine", "—" if init is None else seconds_text(init)),
         ("listening", p.get("listen_url") or "—"),
         ("ready", "yes" if p.get("ready") else "no"),
     ]

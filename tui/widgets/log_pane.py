@@ -76,15 +76,26 @@ def is_noise(line: str) -> bool:
 
 
 LEVELS = ("all", "warning", "error")
-_WARN = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b|Traceback|Error\b")
-_ERR = re.compile(r"\b(ERROR|CRITICAL)\b|Traceback|Error\b")
+_RANK = {"DEBUG": 0, "INFO": 0, "WARNING": 1, "ERROR": 2, "CRITICAL": 2}
+# a line without vLLM's prefix: a traceback's lines, an exception, a bare ERROR/WARNING word
+_BARE_ERR = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback|^\s*File \"|^\S*(Error|Exception)\b")
+_BARE_WARN = re.compile(r"\bWARNING\b")
+
+
+def line_level(line: str) -> int:
+    """0 info, 1 warning, 2 error. A line with vLLM's prefix has the level it says (a WARNING that
+    names a ValueError is a warning); only lines without one are judged by their words."""
+    m = _PREFIX.match(line)
+    if m:
+        return _RANK[m.group("level")]
+    if _UVICORN.match(line):
+        return 0
+    return 2 if _BARE_ERR.search(line) else 1 if _BARE_WARN.search(line) else 0
 
 
 def keep_line(line: str, level: str, search: str) -> bool:
     """Whether a line is shown under a level filter and a search (case-insensitive substring)."""
-    if level == "warning" and not _WARN.search(line):
-        return False
-    if level == "error" and not _ERR.search(line):
+    if level != "all" and line_level(line) < LEVELS.index(level):
         return False
     return not search or search.lower() in line.lower()
 
@@ -106,8 +117,21 @@ class LogPane(Log):
         self.highlighter.prefix_width = PREFIX_W
 
     def on_mount(self) -> None:
+        self.watch(self, "virtual_size", lambda _size: self.show_scroll_hint(), init=False)
+        self.watch(self, "scroll_x", lambda _x: self.show_scroll_hint(), init=False)
         self.use_theme()
         self.watch(self.app, "theme", lambda _theme: self.call_after_refresh(self.use_theme), init=False)
+
+    def on_resize(self) -> None:
+        self.show_scroll_hint()
+
+    def show_scroll_hint(self) -> None:
+        """Say on the border when lines go on past the right edge (→ scrolls), or how far it is scrolled."""
+        wider = self.virtual_size.width > self.scrollable_content_region.width
+        x = round(self.scroll_x)
+        hint = (f"← column {x + 1} →" if x else "→ more to the right") if wider else ""
+        if self.border_subtitle != hint:
+            self.border_subtitle = hint
 
     def use_theme(self) -> None:
         from tui.palette import colour  # start-up: loaded on first use, not before the console's first frame
