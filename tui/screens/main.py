@@ -15,7 +15,7 @@ import time
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
@@ -31,8 +31,8 @@ from tui.widgets.host_panel import HostPanel
 from tui.widgets.keys_footer import KeysFooter
 from tui.widgets.ledger_panel import LedgerPanel
 from tui.widgets.log_pane import LogPane
-from tui.widgets.side_panels import SidePanels
 from tui.widgets.metrics_panel import MetricsPanel
+from tui.widgets.side_panels import SidePanels
 from tui.widgets.status_bar import StatusBar
 
 POLL_S = 0.2
