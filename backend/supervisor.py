@@ -41,6 +41,23 @@ BACKOFF_CAP_S = 300.0
 STARTING_POLL_S = 0.1
 
 
+KILLED_FIX = ("something outside qwen-tui sent it the signal: the kernel's OOM killer (see `dmesg`) or a user; "
+              "it is restarted if console.restart allows")
+
+
+def exit_text(rc: int) -> str:
+    """How a process ended, in words: "exited with code 1", "killed by signal 9 (SIGKILL)"."""
+    if rc < 0:
+        import signal  # the name of a signal: only after a kill
+
+        try:
+            name = f" ({signal.Signals(-rc).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {-rc}{name}"
+    return f"exited with code {rc}"
+
+
 @dataclass(frozen=True)
 class Transition:
     state: str
@@ -322,7 +339,10 @@ class Supervisor:
                 from backend import procs
 
                 self.reaping_pids = procs.group_members(self._pgid) if self._pgid else []
-                self._set("failed", f"exit code {rc}; cleaning up what it left"
+                # "stopping", not "failed": failed means final (and a start may begin), and whether
+                # this one is restarted is decided once the log is drained (_run_loop)
+                ended = exit_text(rc) if rc < 0 else f"exit code {rc}"
+                self._set("stopping", f"{ended}; cleaning up what it left"
                           + (f" (pids {', '.join(map(str, self.reaping_pids))})" if self.reaping_pids else ""))
                 try:
                     await self._reap_leftovers()  # orphans hold the pipe open: clean them, then drain
@@ -388,26 +408,30 @@ class Supervisor:
                 return 0
             self.parser.process_exited(rc)
             self.failure = self.failure or self.parser.snapshot().get("failure") or {
-                "kind": "unknown", "message": f"vLLM exited with code {rc}", "fix": "see the log"}
+                "kind": "unknown", "message": f"vLLM {exit_text(rc)}",
+                "fix": KILLED_FIX if rc < 0 else "see the log"}
             kind = self.failure.get("kind")
             repeated = self._record_attempt(rc)
-            self._set("failed", f"exit code {rc}: {kind}")
             now = time.time()
             self.failures.append(now)
             window = float(self.settings.console["restart_window_s"])
             while self.failures and now - self.failures[0] > window:
                 self.failures.popleft()
+            # one state for the decision, written once: "failed" only when it is final (no "failed"
+            # for a moment before "backoff")
+            what = exit_text(rc) if rc < 0 else f"exit code {rc}"
+            what += "" if kind == "unknown" and rc < 0 else f": {kind}"
+            final = None
             if self.restart_policy != "on-failure":
-                return 1
-            if is_permanent(kind, was_ready=self.attempts[-1]["was_ready"]):
-                self._set("failed", f"exit code {rc}: {kind} (not restarted: it would fail the same way)")
-                return 1
-            if repeated:
-                self._set("failed", f"exit code {rc}: {kind} again before READY (not restarted: "
-                                    "it would fail the same way)")
-                return 1
-            if len(self.failures) >= int(self.settings.console["restart_max_failures"]):
-                self._set("failed", f"gave up after {len(self.failures)} failures in {window:.0f} s")
+                final = what
+            elif is_permanent(kind, was_ready=self.attempts[-1]["was_ready"]):
+                final = f"{what} (not restarted: it would fail the same way)"
+            elif repeated:
+                final = f"{what} again before READY (not restarted: it would fail the same way)"
+            elif len(self.failures) >= int(self.settings.console["restart_max_failures"]):
+                final = f"gave up after {len(self.failures)} failures in {window:.0f} s"
+            if final is not None:
+                self._set("failed", final)
                 return 1
             delay = backoff_delay(len(self.failures))
             self._set("backoff", f"restart in {delay:.0f} s (failure {len(self.failures)})")

@@ -28,8 +28,15 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
+_STAMPED = {"on": False}  # a detached supervisor (serve --quiet): its stderr is supervisor.log
+_SAID: list[list[str]] = []  # while not empty, _err also keeps what it says (serve --json's refusal)
+
+
 def _err(msg: str) -> None:
-    print(f"qwen-tui: {msg}", file=sys.stderr)
+    stamp = f"{time.strftime('%Y-%m-%d %H:%M:%S')} " if _STAMPED["on"] else ""  # when, in supervisor.log
+    if _SAID:
+        _SAID[-1].append(msg)
+    print(f"{stamp}qwen-tui: {msg}", file=sys.stderr)
 
 
 # -- print-command ---------------------------------------------------------------------------
@@ -120,9 +127,16 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | N
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    _STAMPED["on"] = bool(args.quiet)
     settings = load_settings(args)
-    launch, rc = _preflight(args, settings)
+    _SAID.append([])
+    try:
+        launch, rc = _preflight(args, settings)
+    finally:
+        said = _SAID.pop()
     if launch is None:
+        if args.json:  # refused: still one JSON object, as --json promises
+            _print_json({"started": False, "refused": True, "exit_code": rc, "errors": said})
         return rc
     if args.detach:
         return _detach(args, settings)
@@ -133,7 +147,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(line, flush=True)
 
     def on_state(t: Any) -> None:
-        print(f"[qwen-tui] {t.state}{': ' + t.detail if t.detail else ''}", file=sys.stderr, flush=True)
+        # stamped: detached, these lines are supervisor.log, read after the fact beside vLLM's own log
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t.at))
+        print(f"{stamp} [qwen-tui] {t.state}{': ' + t.detail if t.detail else ''}", file=sys.stderr, flush=True)
 
     async def run() -> int:
         sup = Supervisor(settings, launch, on_line=on_line, on_state=on_state,
@@ -168,7 +184,13 @@ def _detach(args: argparse.Namespace, settings: Settings) -> int:
 def _failure_text(f: Mapping[str, Any]) -> str:
     where = f" (attempt {f['attempt']}, log {f['log_path']})" if f.get("attempt") else ""
     fix = f"\n  fix: {f['fix']}" if f.get("fix") else ""
-    return f"{f.get('kind')}: {f.get('message')}{where}{fix}"
+    return f"{failure_head(f)}{where}{fix}"
+
+
+def failure_head(f: Mapping[str, Any]) -> str:
+    """`kind: message`; the message alone for kind unknown (it says what happened: "killed by signal 9")."""
+    kind = f.get("kind")
+    return str(f.get("message")) if kind in (None, "unknown") else f"{kind}: {f.get('message')}"
 
 
 def _wait_ready(timeout: float, quiet: bool = False) -> int:
@@ -195,7 +217,7 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
             while st.state is ServerState.FAILED and not st.failure and time.time() < settle:
                 time.sleep(0.2)
                 st = supervisor_client.status()
-            _err(f"server {st.state}: {st.failure or st.detail}")
+            _err(f"server {st.state}: " + (_failure_text(st.failure) if st.failure else st.detail or "no detail"))
             return 1
         if st.state is ServerState.FAILED and st.last_failure and "not restarted" in (st.detail or ""):
             _err(f"server failed, not restarted: {_failure_text(st['last_failure'])}")
@@ -234,7 +256,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                   f"tokens generated since start")
         if st.get("failure"):
             f = st["failure"]
-            print(f"failure: {f.get('kind')}: {f.get('message')}\nfix: {f.get('fix')}")
+            print(f"failure: {failure_head(f)}\nfix: {f.get('fix')}")
         elif st.get("last_failure"):  # an earlier attempt failed; a new one runs
             print(f"last failure: {_failure_text(st['last_failure'])}")
     return 0 if st.state in HEALTHY else 1

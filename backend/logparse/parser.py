@@ -435,7 +435,14 @@ class LogParser:
                 return h
         msg = self._last_error or self._wrapper or self._last_frame or self._last_error_any
         how = f"vLLM exited with code {rc}" if rc is not None else "vLLM failed"
-        if rc in (-9, 137):
+        if rc is not None and rc < 0:  # a signal ended it: that is the cause, whatever an earlier line said
+            import signal  # the name of a signal: only after a kill
+
+            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else ""
+            how = f"vLLM was killed by signal {-rc}" + (f" ({name})" if name else "")
+            return Failure("unknown", how, f"{name or 'the signal'} came from outside vLLM: the kernel's OOM "
+                           "killer (see `dmesg`), a user or a forced stop; it is restarted if console.restart allows")
+        if rc == 137:
             how = "vLLM was killed (SIGKILL: the kernel's OOM killer, or a forced stop)"
         return Failure("unknown", msg or how,
                        f"{how} without a known failure signature: read the error line and the traceback "

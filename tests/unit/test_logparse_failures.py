@@ -421,6 +421,7 @@ def test_sigkill_without_signature():
     p = run(LOADED, rc=-9)
     f = failure(p)
     assert f["kind"] == "unknown" and "SIGKILL" in f["fix"]
+    assert f["message"] == "vLLM was killed by signal 9 (SIGKILL)"  # not "exited with code -9", nor an older line
 
 
 @pytest.mark.parametrize("rc", [0, -15, 143, -2])

@@ -104,7 +104,8 @@ async def test_a_dead_launch_being_reaped_is_published_and_never_an_orphan(qhome
     os.kill(sup.proc.pid, signal.SIGKILL)
     assert await asyncio.wait_for(run, 30) == 1
     assert engine in seen["state"]["reaping_pids"]
-    assert seen["state"]["state"] == "failed" and "cleaning up" in seen["state"]["detail"]
+    assert seen["state"]["state"] == "stopping" and "cleaning up" in seen["state"]["detail"]  # not final yet
+    assert "killed by signal 9 (SIGKILL)" in seen["state"]["detail"]
     assert engine not in seen["scan"], seen["trust"]
     assert sup.status()["reaping_pids"] == []  # done
     assert not psutil.pid_exists(engine) or psutil.Process(engine).status() == psutil.STATUS_ZOMBIE
