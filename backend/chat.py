@@ -18,6 +18,15 @@ from typing import Any
 
 import httpx
 
+# C0 controls but tab and newline, DEL, and the C1 range: a random (or hostile) model's ESC, NUL or
+# BEL would drive the terminal
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """The text with its control characters dropped (carriage returns become newlines)."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
 
 class ChatError(Exception):
     """A request that failed, with what to do about it."""

@@ -246,3 +246,28 @@ def server_record(settings: Any, base_url: str = "", model: str = "") -> dict[st
     if getattr(settings, "demo", False):
         out["demo"] = True
     return out
+
+
+def exports_dir() -> Path:
+    return paths.data_dir() / "exports"
+
+
+def write_export(path: Path, text: str) -> None:
+    """A conversation's Markdown, private as the conversations are: the file 0600, written whole
+    (a temp file renamed into place); the exports dir 0700. Raises StoreError."""
+    try:
+        if path.parent == exports_dir():
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if path.parent.stat().st_mode & 0o077:
+                path.parent.chmod(0o700)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise StoreError(f"cannot write {path}: {e.strerror or e}") from None

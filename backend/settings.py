@@ -346,17 +346,24 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     return section, key, value
 
 
+def _not_a_file(p: Path) -> str:
+    """Why a config path is not a file to read, in words."""
+    if p.is_dir():
+        return "is a directory: give the config.toml inside it"
+    return "does not exist" if not p.exists() else "is not a regular file"
+
+
 def find_config(explicit: str | None = None) -> Path | None:
     if explicit:
         p = Path(explicit).expanduser()
         if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist")
+            raise ConfigError(f"config file {p} {_not_a_file(p)}")
         return p
     env = os.environ.get("QWEN_TUI_CONFIG")
     if env:
         p = Path(env).expanduser()
         if not p.is_file():
-            raise ConfigError(f"$QWEN_TUI_CONFIG points to {p}, which does not exist")
+            raise ConfigError(f"$QWEN_TUI_CONFIG points to {p}, which {_not_a_file(p)}")
         return p
     for p in (Path.cwd() / "config.toml", paths.config_dir() / "config.toml"):
         if p.is_file():

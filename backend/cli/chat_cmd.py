@@ -88,10 +88,16 @@ def _export(store: Store, name: str, out: str | None) -> int:
     if out and out != "-":
         from pathlib import Path  # start-up: a subcommand imports only what it runs
 
+        from backend.conversation_store import StoreError, write_export
+
+        target = Path(out).expanduser()
+        if target.is_dir():
+            _err(f"qwen-tui chat: --out {out} is a directory: give a file name")
+            return 2
         try:
-            Path(out).expanduser().write_text(text, encoding="utf-8")
-        except OSError as e:
-            _err(f"qwen-tui chat: cannot write {out}: {e.strerror or e}")
+            write_export(target, text)  # 0600, as the conversations
+        except StoreError as e:
+            _err(f"qwen-tui chat: {e}")
             return 1
         print(f"wrote {out}")
     else:
@@ -101,7 +107,7 @@ def _export(store: Store, name: str, out: str | None) -> int:
 
 def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     # start-up: a subcommand imports only what it runs
-    from backend.chat import ChatError, ChatResult, new_client, stream_chat
+    from backend.chat import ChatError, ChatResult, new_client, stream_chat, terminal_text
 
     # start-up: a subcommand imports only what it runs
     from backend.context_budget import Budget, count, exchanges_to_drop, split_exchanges
@@ -110,7 +116,11 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     from backend.conversation import ChatParams, Conversation, figures_line, reply_figures
     from backend.conversation_store import server_record  # start-up: a subcommand imports only what it runs
 
-    prompt = " ".join(args.prompt) if args.prompt else sys.stdin.read()
+    if args.conversation is not None and not args.conversation.strip():
+        _err("qwen-tui chat: --conversation needs a name (an id, id prefix or title; --list shows them)")
+        return 2
+    # `chat -` (as `cat -`): standard input, like no prompt at all
+    prompt = " ".join(args.prompt) if args.prompt and args.prompt != ["-"] else sys.stdin.read()
     if not prompt.strip():
         _err("qwen-tui chat: nothing to send (give a prompt, or pipe one in)")
         return 2
@@ -123,7 +133,7 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
         else:  # a new conversation of that name
             conv = Conversation(params=ChatParams.from_chat(settings.chat), title=" ".join(args.conversation.split()))
     params = conv.params if conv is not None else ChatParams.from_chat(settings.chat)
-    max_tokens = args.max_tokens or params.max_tokens
+    max_tokens = args.max_tokens if args.max_tokens is not None else params.max_tokens
     result = ChatResult()
     notes: list[str] = []
 
@@ -156,8 +166,8 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
             async for delta in stream_chat(settings.base_url, model, messages, max_tokens=max_tokens,
                                            temperature=params.temperature, top_p=params.top_p,
                                            api_key=settings.api_key, result=result, client=client):
-                if not args.json:
-                    sys.stdout.write(delta.text)
+                if not args.json:  # the model's own ESC, NUL or BEL never reach the terminal
+                    sys.stdout.write(terminal_text(delta.text))
                     sys.stdout.flush()
             return budget
 
@@ -205,10 +215,22 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (argparse says why and exits 2 otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {n}")
+    return n
+
+
 def chat_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("prompt", nargs="*", help="the message (standard input when absent)")
+    p.add_argument("prompt", nargs="*", help="the message (standard input when absent or -)")
     p.add_argument("--model", help="model name to send (default: server.served_model_name)")
-    p.add_argument("--max-tokens", type=int, help="override max_tokens (chat.max_tokens, or the conversation's)")
+    p.add_argument("--max-tokens", type=positive_int, metavar="N",
+                   help="override max_tokens (chat.max_tokens, or the conversation's); 1 or more")
     p.add_argument("--conversation", metavar="NAME",
                    help="continue a saved conversation (id, id prefix or title); a new one of that title if none")
     p.add_argument("--drop-oldest", action="store_true",

@@ -135,17 +135,15 @@ class ConversationsScreen(ModalScreen[str | None]):
                                            f"{s.path.name} is removed for good"), done)
 
     def action_export(self) -> None:
-        from backend import paths  # start-up: loaded on first use, not with the console
         from backend.conversation import to_markdown  # start-up: loaded on first use, not with the console
+        from backend.conversation_store import exports_dir, write_export  # start-up: loaded on first use
 
         s = self._selected()
         if s is None:
             return
-        path = paths.data_dir() / "exports" / f"{s.id}.md"
+        path = exports_dir() / f"{s.id}.md"
         try:
-            text = to_markdown(self.store.load(s.id))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            write_export(path, to_markdown(self.store.load(s.id)))  # 0600 in 0700, as the conversations
         except (StoreError, OSError) as e:
             self.notify(f"not exported: {e}", severity="error")
             return
