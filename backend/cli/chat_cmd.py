@@ -88,7 +88,7 @@ def _export(store: Store, name: str, out: str | None) -> int:
     if out and out != "-":
         from pathlib import Path  # start-up: a subcommand imports only what it runs
 
-        from backend.conversation_store import StoreError, write_export
+        from backend.conversation_store import StoreError, write_export  # start-up: as above
 
         target = Path(out).expanduser()
         if target.is_dir():
