@@ -118,6 +118,7 @@ def run_cli(settings: Any, as_json: bool, out: Any = None) -> int:
     import sys
 
     from backend.ledger.cli import detect_vllm_version, probe_gpus  # the ledger only for a verdict: start-up
+    from backend.ledger.preview import longest_len_text
 
     out = out or sys.stdout
     gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None
@@ -128,7 +129,7 @@ def run_cli(settings: Any, as_json: bool, out: Any = None) -> int:
     for v in found:
         out.write(f"{'*' if v.active else ' '} {v.name:<10} {overlay_text(settings.profiles[v.name])}"
                   + (f"  ({v.description})" if v.description else "") + "\n")
-        out.write(f"    {v.summary()}" + (f"; largest max_model_len that fits {v.max_model_len_that_fits:,}"
+        out.write(f"    {v.summary()}" + (f"; {longest_len_text(v.max_model_len_that_fits, v.kv_cache_tokens)}"
                                             if v.max_model_len_that_fits else "") + "\n")
         for p in v.problems:
             out.write(f"    [{p['severity']}] {p['message']}\n      fix: {p['fix']}\n")

@@ -458,6 +458,7 @@ def load(config: str | None = None, demo: bool = False, overrides: list[str] | N
     known = profile_overlays.merged(values.pop("profiles", None))
     if demo:
         apply_demo(values)
+        known = copy.deepcopy(demo_settings.PROFILES)  # the file's (and built-in) ones are sized for a GPU box
     if profile:
         if profile not in known:
             raise ConfigError(f"--profile {profile}: {profile_overlays.unknown(profile, known)}")

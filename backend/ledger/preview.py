@@ -28,6 +28,20 @@ def reads(section: str, key: str) -> bool:
     return (section, key) in LEDGER_KEYS
 
 
+def _n(v: int | None) -> str:
+    return "?" if v is None else f"{v:,}"
+
+
+def longest_len_text(fits: int | None, kv_tokens: int | None) -> str:
+    """The largest max_model_len, saying which bound set it: the KV memory, or the model's own
+    limit (max_position_embeddings) when memory would hold more."""
+    if fits is None:
+        return "largest max_model_len unknown"
+    if kv_tokens is not None and fits < kv_tokens:
+        return f"largest max_model_len {fits:,} (the model's limit; memory holds {kv_tokens:,} tokens)"
+    return f"largest max_model_len that fits in memory {fits:,}"
+
+
 @dataclass
 class Preview:
     dotted: str
@@ -52,8 +66,8 @@ class Preview:
         mc = f"{self.max_concurrency:.2f}x" if self.max_concurrency is not None else "?"
         head = (f"preview {self.dotted} = {self.text or '(unset)'}: "
                 + ("fits" if self.fits else "would FAIL to start")
-                + f" · KV {self.kv_cache_tokens or 0:,} tokens · max concurrency {mc} at "
-                f"{self.max_model_len or 0:,} · largest max_model_len that fits {self.max_model_len_that_fits or 0:,}")
+                + f" · KV {_n(self.kv_cache_tokens)} tokens · max concurrency {mc} at "
+                f"{_n(self.max_model_len)} · {longest_len_text(self.max_model_len_that_fits, self.kv_cache_tokens)}")
         out = [head]
         out += [f"  ✗ {p['message']}\n    fix: {p['fix']}" for p in self.errors]
         out += [f"  ⚠ {p['message']}" for p in self.warnings[:2]]

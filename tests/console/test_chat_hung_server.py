@@ -59,3 +59,32 @@ async def test_a_stopped_server_shows_the_wait_then_a_complete_message(qhome):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_the_context_line_counts_a_reply_cut_by_esc(qhome):
+    """The fault server's "slow" reply carries vLLM's per-chunk usage; esc cuts it after 20 tokens or
+    more: the cut reply stays in the context, and the line under the input counts it."""
+    import re
+
+    from tests.helpers.fault_server import FaultServer
+
+    with FaultServer() as srv:
+        srv.script = ["ok", "slow"]
+        port = srv.base_url.rsplit(":", 1)[1]
+        state = {"state": "ready", "base_url": srv.base_url, "served_model_name": "qwen-tui-demo"}
+        app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
+        async with app.run_test(size=(80, 24)) as pilot:
+            pane = app.screen.query_one(ChatPane)
+            assert await wait_until(pilot, lambda: pane.endpoint is not None)
+            line = lambda: str(pane.query_one("#chat-budget").render())  # noqa: E731
+            counted = lambda: int(re.search(r"context ≤? ?(\d+) /", line()).group(1))  # noqa: E731
+            await pilot.press("c", *"first", "enter")
+            assert await wait_until(pilot, lambda: len(pane.conversation.turns) == 2 and not pane.streaming)
+            before = counted()
+            await pilot.press(*"second", "enter")
+            assert await wait_until(pilot, lambda: pane._reply is not None and pane._reply.source.count("word") >= 20,
+                                    tries=200)
+            await pilot.press("escape")
+            assert await wait_until(pilot, lambda: not pane.streaming, tries=100)
+            assert len(pane.conversation.turns) == 4  # the cut reply is kept
+            assert await wait_until(pilot, lambda: counted() >= before + 20), (before, line())

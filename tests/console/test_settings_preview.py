@@ -24,7 +24,7 @@ async def test_preview_changes_as_the_value_is_typed(cfg):
         assert await wait_until(pilot, lambda: "max_model_len = 8192: fits" in preview_text(app))
         assert app.screen.query_one("#preview").display
         shown = preview_text(app)
-        assert "max concurrency 8.1" in shown and "largest max_model_len that fits 32,768" in shown
+        assert "max concurrency 8.1" in shown and "largest max_model_len 32,768 (the model's limit" in shown
         await pilot.press(*["backspace"] * 4, "1", "6")  # 16: fits, the cache holds thousands of them
         assert await wait_until(pilot, lambda: "max_model_len = 16: fits" in preview_text(app))
         await pilot.press("3", "8", "4")  # 16384

@@ -20,8 +20,11 @@ ERRORS = {
 }
 
 
-def _chunk(text: str) -> bytes:
-    data = f"data: {json.dumps({'choices': [{'delta': {'content': text}}]})}\n\n".encode()
+def _chunk(text: str, usage: dict | None = None) -> bytes:
+    chunk: dict = {"choices": [{"delta": {"content": text}}]}
+    if usage is not None:  # vLLM's continuous_usage_stats: the counts so far on every chunk
+        chunk["usage"] = usage
+    data = f"data: {json.dumps(chunk)}\n\n".encode()
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
@@ -58,7 +61,8 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "slow":  # one chunk every 50 ms until the client goes away (or 40 s)
             for i in range(800):
                 try:
-                    self.wfile.write(_chunk(f"word{i} "))
+                    prompt = sum(5 + len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+                    self.wfile.write(_chunk(f"word{i} ", {"prompt_tokens": prompt, "completion_tokens": i + 1}))
                     self.wfile.flush()
                 except OSError:
                     self.server.disconnects.append(i)

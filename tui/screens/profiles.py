@@ -35,10 +35,14 @@ def verdict_text(v, app=None, current: bool = False) -> Text:
         text.append(f"no plan: {v.error}", style(app, "error"))
         return text
     text.append("fits" if v.fits else "does NOT fit", style(app, "success" if v.fits else "error", "bold"))
+    from backend.ledger.preview import longest_len_text  # start-up: loaded on first use
+
     kv = f"{v.kv_cache_tokens:,}" if v.kv_cache_tokens is not None else "?"
-    text.append(f" · KV {kv} tokens · max concurrency {v.max_concurrency or 0:.2f}x at "
-                f"{v.max_model_len or 0:,} tokens · max_num_seqs {v.max_num_seqs} · largest max_model_len "
-                f"that fits {v.max_model_len_that_fits or 0:,}")
+    conc = f"{v.max_concurrency:.2f}x" if v.max_concurrency is not None else "?"
+    at = f"{v.max_model_len:,}" if v.max_model_len is not None else "?"
+    text.append(f" · KV {kv} tokens · max concurrency {conc} at {at} tokens · max_num_seqs "
+                f"{v.max_num_seqs if v.max_num_seqs is not None else '?'} · "
+                + longest_len_text(v.max_model_len_that_fits, v.kv_cache_tokens))
     for p in v.problems[:3]:
         colour = "error" if p["severity"] == "error" else "warning"
         text.append(f"\n    {'✗' if colour == 'error' else '⚠'} {p['message']}", style(app, colour))
@@ -95,10 +99,14 @@ class ProfileScreen(ModalScreen[str | None]):
         active = self.app.settings.profile
         where = "the server runs" if self.running else "the next start uses"
         shown = self.running_profile if self.running else active
-        summary.update(Text(f"{where}: {f'profile {shown}' if shown else 'no profile ([server] as in the file)'}"
+        demo = bool(getattr(self.app.settings, "demo", False))
+        base = "the demo's [server]" if demo else "[server] as in the file"
+        sized = " · demo-sized profiles (--demo)" if demo else ""
+        summary.update(Text(f"{where}: {f'profile {shown}' if shown else f'no profile ({base})'}{sized}"
                             " · the ledger's verdict for each on this box, before any launch"))
         box = self.query_one(OptionList)
-        options = [Option(Text("  (none)    [server] as the config file has it", "bold"), id=NONE_ID)]
+        none = "[server] as the demo has it" if demo else "[server] as the config file has it"
+        options = [Option(Text(f"{'● ' if not active else '  '}(none)    {none}", "bold"), id=NONE_ID)]
         options += [Option(verdict_text(v, self.app, v.name == active), id=f"profile:{v.name}")
                     for v in message.verdicts]
         box.set_options(options)
