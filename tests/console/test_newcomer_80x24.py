@@ -213,3 +213,22 @@ def test_startup_figures_say_unknown_as_unknown_and_small_times_with_their_digit
     assert dict(rows({"weights_gib": 0.25}))["weights"] == "0.25 GiB (load time unknown)"
     assert dict(rows({"max_concurrency": 3.5}))["max concurrency"] == "3.50x"
     assert not any(v.startswith("—") and len(v) > 1 for v in dict(rows({})).values())
+
+
+async def test_a_settled_server_is_polled_less_often_than_one_that_is_starting(qhome):
+    """Most of an idle console's CPU was its 5 polls a second beside a READY server (issue 28 point 10)."""
+    import time
+
+    counts = {}
+    for state in ({"state": "ready"}, {"state": "starting"}):
+        app, client = app_with([Poll(state=state, parsed=PARSED)], qhome)
+        calls = []
+        real = client.poll
+        client.poll = lambda real=real, calls=calls: (calls.append(time.monotonic()), real())[1]
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert await wait_until(pilot, lambda calls=calls: len(calls) >= 2, tries=100)
+            start = len(calls)
+            await pilot.pause(2.0)  # a rate: polls in two seconds
+            counts[state["state"]] = len(calls) - start
+    assert counts["ready"] <= 6, counts  # 0.5 s apart
+    assert counts["starting"] >= counts["ready"] + 2, counts  # 0.2 s apart

@@ -36,6 +36,8 @@ from tui.widgets.side_panels import SidePanels
 from tui.widgets.status_bar import StatusBar
 
 POLL_S = 0.2
+IDLE_POLL_S = 0.5  # a settled server's poll: a new state or log line shows within half a second
+SETTLED = frozenset({ServerState.READY, ServerState.STOPPED, ServerState.SLEEPING, ServerState.FAILED})
 FIRST_POLL_S = 0.2  # the first frame waits this long at most for the first poll (then goes without)
 NARROW_W = 100  # below this many columns the side column becomes the one-line strip
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
@@ -517,7 +519,11 @@ class MainScreen(ServerActions, Screen):
                 first.set_result(poll)  # on_mount shows it, in the first frame
             else:
                 self.post_message(ServerPolled(poll))
-            await asyncio.sleep(POLL_S)
+            # settled (ready, stopped, asleep, failed; no new log line, no action under way): poll less
+            # often, which is most of an idle console's CPU; any change brings the fast pace back
+            settled = (poll.state.state in SETTLED and not poll.lines and not poll.new_log
+                       and not getattr(self, "busy", False))
+            await asyncio.sleep(IDLE_POLL_S if settled else POLL_S)
 
     @on(ServerPolled)
     def show_poll(self, message: ServerPolled) -> None:
