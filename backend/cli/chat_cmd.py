@@ -31,6 +31,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from backend.cli.options import load_settings  # start-up: a subcommand imports only what it runs
     from backend.conversation_store import Store, StoreError  # start-up: a subcommand imports only what it runs
 
+    empty = _empty_name(args)
+    if empty:
+        _err(f"qwen-tui chat: {empty} needs a name, got an empty one"
+             + ("" if empty == "--model" else " (an id, id prefix or title; --list shows them)"))
+        return 2
     store = Store()
     try:
         if args.list:
@@ -116,9 +121,6 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     from backend.conversation import ChatParams, Conversation, figures_line, reply_figures
     from backend.conversation_store import server_record  # start-up: a subcommand imports only what it runs
 
-    if args.conversation is not None and not args.conversation.strip():
-        _err("qwen-tui chat: --conversation needs a name (an id, id prefix or title; --list shows them)")
-        return 2
     # `chat -` (as `cat -`): standard input, like no prompt at all
     prompt = " ".join(args.prompt) if args.prompt and args.prompt != ["-"] else sys.stdin.read()
     if not prompt.strip():
@@ -215,18 +217,19 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of 1 or more (argparse says why and exits 2 otherwise)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {n}")
-    return n
+def _empty_name(args: argparse.Namespace) -> str | None:
+    """The option given an empty name ("" from an unset shell variable), if any."""
+    for flag, value in (("--export", args.export), ("--delete", args.delete), ("--model", args.model),
+                        ("--conversation", args.conversation), ("--rename", (args.rename or ["x"])[0])):
+        if value is not None and not str(value).strip():
+            return flag
+    return None
 
 
 def chat_args(p: argparse.ArgumentParser) -> None:
+    from backend.cli.options import positive_int  # the shared argparse type
+
+
     p.add_argument("prompt", nargs="*", help="the message (standard input when absent or -)")
     p.add_argument("--model", help="model name to send (default: server.served_model_name)")
     p.add_argument("--max-tokens", type=positive_int, metavar="N",

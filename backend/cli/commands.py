@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend import statefile
 from backend.cli.chat_cmd import chat_args, cmd_chat
-from backend.cli.options import global_argv, load_settings
+from backend.cli.options import global_argv, load_settings, positive_int
 from backend.example_config import cmd_init_config, init_config_args
 from backend.launch import Launch, build_launch
 from backend.settings import Settings
@@ -560,7 +560,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 def _stop_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--orphans", action="store_true",
                    help="kill the vLLM/GPU processes that no console owns (the pids listed, nothing else)")
-    p.add_argument("--pid", type=int, action="append", metavar="N",
+    p.add_argument("--pid", type=positive_int, action="append", metavar="N",
                    help="with --orphans: kill only this pid (repeatable); it must be one of those found")
     p.add_argument("--list", action="store_true", help="list the orphans, kill nothing")
     _json_arg(p)
@@ -582,13 +582,13 @@ def _report_args(p: argparse.ArgumentParser) -> None:
 def _logs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument("-n", type=int, default=50, help="lines to print first (default 50)")
-    p.add_argument("--attempt", type=int, metavar="N",
+    p.add_argument("--attempt", type=positive_int, metavar="N",
                    help="the log of attempt N of the server (1 = first launch; see status --json attempts)")
 
 
 def _parse_log_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE|-", nargs="?", help="a vLLM log file, or - for standard input")
-    p.add_argument("--attempt", type=int, metavar="N",
+    p.add_argument("--attempt", type=positive_int, metavar="N",
                    help="instead of FILE: the server's log of attempt N (see status --json attempts)")
     _json_arg(p)
 

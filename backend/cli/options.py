@@ -24,8 +24,24 @@ def global_options(p: argparse.ArgumentParser, sub: bool) -> None:
 
 
 def load_settings(args: argparse.Namespace) -> Settings:
+    from backend.errors import ConfigError  # the message for an empty value (exit 2)
+
+    for flag, value in (("--config", args.config), ("--profile", getattr(args, "profile", None))):
+        if value is not None and not str(value).strip():  # "" from a shell variable that was not set
+            raise ConfigError(f"{flag} needs a value, got an empty one")
     return load(config=args.config, demo=args.demo, overrides=args.overrides,
                 profile=getattr(args, "profile", None))
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (argparse says why and exits 2 otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {n}")
+    return n
 
 
 def global_argv(args: argparse.Namespace) -> list[str]:

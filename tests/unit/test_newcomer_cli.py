@@ -137,3 +137,20 @@ def test_an_export_is_private_as_the_conversations_are(qhome, tmp_path):
     write_export(exports_dir() / "x.md", "# x\n")  # the console's x
     assert stat.S_IMODE((exports_dir() / "x.md").stat().st_mode) == 0o600
     assert stat.S_IMODE(exports_dir().stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--config", "", "print-command"], "--config needs a value"),
+    (["--profile", "", "print-command"], "--profile needs a value"),
+    (["chat", "--model", "", "hi"], "--model needs a name"),
+    (["chat", "--export", ""], "--export needs a name"),
+    (["chat", "--delete", ""], "--delete needs a name"),
+    (["chat", "--rename", "", "new title"], "--rename needs a name"),
+    (["logs", "--attempt", "0"], "1 or more"),
+    (["logs", "--attempt", "-1"], "1 or more"),
+    (["stop", "--orphans", "--pid", "0"], "1 or more"),
+    (["stop", "--orphans", "--pid", "-1"], "1 or more"),
+])
+def test_empty_zero_and_negative_values_are_refused_with_exit_2(qhome, argv, says):
+    r = cli(*argv)
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
