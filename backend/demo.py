@@ -206,6 +206,16 @@ def server_overlay() -> dict[str, Any]:
     )
 
 
+# The workload profiles in --demo, in place of the built-in (and the file's) ones, sized for the tiny
+# model on the CPU: its max_position_embeddings is 4096, its KV cache a few MiB per thousand tokens.
+PROFILES: dict[str, dict[str, Any]] = {
+    "chat": {"description": "demo chat: 2K context, 8 sequences at once", "max_model_len": 2048,
+             "max_num_seqs": 8},
+    "long": {"description": "demo long: the model's whole 4K context, 2 sequences", "max_model_len": 4096,
+             "max_num_seqs": 2},
+    "batch": {"description": "demo batch: 1K context, 16 sequences", "max_model_len": 1024, "max_num_seqs": 16},
+}
+
 # what the demo changes in the other sections (console settings are kept)
 PLANNER_OVERLAY: dict[str, Any] = {"device": "cpu"}
 CHAT_OVERLAY: dict[str, Any] = {"max_tokens": 64}

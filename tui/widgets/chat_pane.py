@@ -239,6 +239,12 @@ class ChatPane(Vertical):
             # what arrived stays in the history, marked as cut; the stream is closed (vLLM aborts)
             line = figures_line(result, self.ceiling)
             new = conv.record(text, result.text, reply_figures(result), line, cut=True)
+            # the cut reply stays in the context: the context line counts it (the usage so far), or
+            # says it is counted on the next send, never the count from before this exchange
+            if result.prompt_tokens is not None and result.completion_tokens is not None:
+                self._count_from_usage(result)
+            else:
+                self._known, self.budget = None, None
             saved = self._save(conv, new, result.model or model, base_url, model)
             self.post_message(ChatFinished(result, (reply_line(new[1]) if new else line + " · ✂ cut by esc")
                                            + saved, cancelled=True, conversation=conv))
