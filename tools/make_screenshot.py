@@ -5,7 +5,9 @@
 Nothing is started: the supervisor's side is a recorded feed. The log is the demo server's own start
 on vLLM's CPU build (tests/fixtures/vllm-logs/v0.32.0-cpu-tiny-qwen2-ready.log), parsed by the real
 LogParser; /metrics is a loopback HTTP server answering with a recording of the same server after a
-load test (tests/fixtures/metrics/vllm-0.32-cpu-after.txt); no NVML (the demo machine has no GPU).
+load test (tests/fixtures/metrics/vllm-0.32-cpu-after.txt); no NVML (the demo machine has no GPU); the
+ledger plans for the recording machine's memory node (9.59 GiB, from its log), so the plan-vs-log panel
+compares like with like whatever machine draws the picture.
 The app, its screens and widgets are the real ones (tui.app.make_app with load(demo=True)).
 """
 
@@ -78,11 +80,25 @@ class NoGpu:
         pass
 
 
+# The recording machine's memory node, as its log says ("Auto set (1.25/9.59) GiB for KV cache on node 0"):
+# the ledger plans for the machine the log came from, not for the one that draws the picture.
+RECORDED_NODE_TOTAL = int(9.59 * 2**30)
+
+
+def _plan_for_the_recorded_machine() -> None:
+    from backend.ledger import overheads
+
+    if hasattr(overheads, "cpu_total_memory"):
+        overheads.cpu_total_memory = lambda *_a, **_k: (RECORDED_NODE_TOTAL, RECORDED_NODE_TOTAL)
+
+
 async def shoot(out: Path, port: int = 8011) -> None:
     """port: the fake /metrics server's; the demo's by default, so that the picture says what a user sees
     (tests pass 0: any free one, never the port a real demo server may be starting on)."""
     from backend.settings import load
     from tui.app import make_app
+
+    _plan_for_the_recorded_machine()
     from tui.widgets.metrics_panel import MetricsPanel
     from tui.widgets.status_bar import StatusBar
 
