@@ -115,10 +115,20 @@ def _owned_pids(data: dict[str, Any] | None = None) -> set[int]:
     (the group the API server leads), and the pids it says it is still reaping."""
     data = data if data is not None else _own_supervisor()
     if not data:
-        return set()
+        return _adoptable()
     from backend.owners import _owned_by  # only on this path: the console imports orphans at start-up
 
     return {p for p in _owned_by(data["supervisor_pid"], data) if p > 1}
+
+
+def _adoptable() -> set[int]:
+    """A dead supervisor's server that backend.adopt proves this state dir's: ours, waiting for a
+    new supervisor to adopt it (a start does), never an orphan."""
+    from backend import adopt  # only on this path: the console imports orphans at start-up
+
+    last = statefile.read()
+    proof = adopt.prove(last)
+    return set(statefile.leftovers(last)) if proof is not None and proof.ok else set()
 
 
 def scan(server_env: dict[str, Any] | None = None, monitor: Any = None,

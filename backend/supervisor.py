@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -39,6 +39,7 @@ STARTING_STOP_TIMEOUT_S = 5.0  # a server still loading has no requests to drain
 BACKOFF_START_S = 5.0
 BACKOFF_CAP_S = 300.0
 STARTING_POLL_S = 0.1
+LOG_POLL_S = 0.05  # how often the log vLLM writes is read for new lines
 
 
 KILLED_FIX = ("something outside qwen-tui sent it the signal: the kernel's OOM killer (see `dmesg`) or a user; "
@@ -79,7 +80,8 @@ class Supervisor:
 
     def __init__(self, settings: Settings, launch: Launch, *, on_line: Callable[[str], None] | None = None,
                  on_state: Callable[[Transition], None] | None = None, state_path: Path | None = None,
-                 logs_dir: Path | None = None, restart: str | None = None, gpus: Any = None) -> None:
+                 logs_dir: Path | None = None, restart: str | None = None, gpus: Any = None,
+                 adopt: dict[str, Any] | None = None) -> None:
         self.settings = settings
         self.launch = launch
         self.on_line = on_line
@@ -111,6 +113,7 @@ class Supervisor:
         self._launch_failed = asyncio.Event()
         self._health_fail_since: float | None = None
         self._pgid: int | None = None
+        self._output_done = asyncio.Event()  # the launch is over: read the log to its end and stop
         # a backend.gpu.GpuMonitor, to verify that a stop released the GPU memory; opened in run()
         # when not given (it never raises: no NVML just means the check is skipped and said so)
         self.gpus = gpus
@@ -118,6 +121,11 @@ class Supervisor:
         self._cmdline = statefile.cmdline(os.getpid())  # re-attach checks it with the start time
         self.sleep = sleep.SleepControl(bool(settings.server.get("enable_sleep_mode")))
         self.recorder: Any = None  # backend.recorder.Recorder, its own thread: made in run()
+        # a dead supervisor's state whose server backend.adopt proved ours: the first launch is
+        # that server, watched, not a new one (its argv shown until a restart launches ours)
+        self.adopt = adopt
+        self.adopted_argv: list[str] | None = None
+        self._log_offset = 0  # where the reader starts in the log (an adopted log: its end)
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
@@ -150,8 +158,8 @@ class Supervisor:
             "ready_at": self.ready_at,
             "restarts": self.restarts,
             "log_path": str(self.log_path) if self.log_path else None,
-            "argv": self.launch.argv,
-            "argv_hash": argv_hash(self.launch.argv),
+            "argv": self.adopted_argv or self.launch.argv,
+            "argv_hash": argv_hash(self.adopted_argv or self.launch.argv),
             "env": self.launch.env,
             "settings": self.settings.snapshot(),
             # what the supervisor itself saw (/health failing) first; else the log's diagnosis
@@ -183,28 +191,82 @@ class Supervisor:
         self.started_at = time.time()
         self._launch_failed = asyncio.Event()
         self.sleep.reset()
-        self.proc = await asyncio.create_subprocess_exec(
-            *self.launch.argv, env=self.launch.full_env(), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, limit=1 << 20)
+        # vLLM writes its log itself (a file, not a pipe to us): if this supervisor dies, the log
+        # keeps appending and a new supervisor can adopt the server (backend/adopt.py). A shell
+        # writes the launch marker with its own pid ($$), then execs vLLM under that same pid, so
+        # the marker is the log's first line whatever vLLM prints first.
+        head, _, rest = launch_marker(self.started_at, None, self.launch.argv).partition(" argv: ")
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", 'printf "%s pid %s argv: %s" "$1" "$$" "$2"; shift 2; exec "$@"', "sh",
+                head, rest, *self.launch.argv, env=self.launch.full_env(), stdin=asyncio.subprocess.DEVNULL,
+                stdout=fd, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        finally:
+            os.close(fd)
         self._pgid = self.proc.pid  # a new session: its leader's pid is the group id
-        self.log_path.write_text(launch_marker(self.started_at, self.proc.pid, self.launch.argv), encoding="utf-8")
+        # the reader starts after the marker, as it did when the marker was ours and vLLM's a pipe
+        self._log_offset = len(f"{head} pid {self.proc.pid} argv: {rest}".encode())
+        self._output_done = asyncio.Event()
         self._set("starting", f"pid {self.proc.pid}")
 
-    async def _read_output(self, log: TextIO) -> None:
-        assert self.proc and self.proc.stdout
-        while True:
+    async def _attach(self) -> None:
+        """Adopt the proved server of a dead supervisor: watch its pid, follow its log from the
+        end (its earlier lines only fed to the parser, for the figures), stop it as our own."""
+        from backend.adopt import Adopted  # only when adopting: the supervisor starts quickly
+
+        data, self.adopt = self.adopt or {}, None
+        self.proc = Adopted(int(data["pid"]), float(data["pid_create_time"]))  # type: ignore[assignment]
+        self._pgid = int(data.get("pgid") or data["pid"])
+        self.log_path = Path(data["log_path"])
+        self.adopted_argv = list(data.get("argv") or []) or None
+        self.parser = LogParser()
+        self.failure, self.ready_at, self._health_fail_since = None, None, None
+        self.started_at = data.get("started_at")
+        self.restarts = int(data.get("restarts") or 0)
+        self.attempts = list(data.get("attempts") or [])
+        self._launch_failed = asyncio.Event()
+        self._output_done = asyncio.Event()
+        self.sleep.reset()
+        self._log_offset = await asyncio.to_thread(self._feed_old_log)
+        note = (f"qwen-tui: supervisor pid {os.getpid()} adopted pid {self.proc.pid} at "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')} (its supervisor pid {data.get('supervisor_pid')} died)\n")
+        with open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(note)
+        self._set("starting", f"adopted pid {self.proc.pid} (its supervisor pid {data.get('supervisor_pid')} died)")
+
+    def _feed_old_log(self) -> int:
+        assert self.log_path is not None
+        with open(self.log_path, "rb") as f:
+            data = f.read()
+        for raw in data.split(b"\n"):
             try:
-                raw = await self.proc.stdout.readline()
-            except ValueError:  # a line longer than the limit: take what is there
-                raw = await self.proc.stdout.read(1 << 20)
-            if not raw:
+                self.parser.feed(raw.decode("utf-8", errors="replace"))
+            except Exception:  # a parser bug must never take the server down
+                pass
+        return len(data)
+
+    async def _read_output(self, log: BinaryIO) -> None:
+        """Follow the log vLLM writes, line by line, until _output_done is set (the launch is over
+        and what it left is reaped), then read what is left and return."""
+        partial = b""
+        while True:
+            done = self._output_done.is_set()
+            chunk = log.read(1 << 20)
+            if chunk:
+                lines = (partial + chunk).split(b"\n")
+                partial = lines.pop()
+                if len(partial) >= 1 << 20:  # a line longer than that: take what is there
+                    lines.append(partial)
+                    partial = b""
+                for raw in lines:
+                    self._on_line(raw.decode("utf-8", errors="replace"))
+                continue
+            if done:
+                if partial:
+                    self._on_line(partial.decode("utf-8", errors="replace"))
                 return
-            text = raw.decode("utf-8", errors="replace")
-            log.write(text)
-            log.flush()
-            for line in text.rstrip("\n").split("\n"):
-                self._on_line(line)
+            await asyncio.sleep(LOG_POLL_S)
 
     def _on_line(self, line: str) -> None:
         try:
@@ -245,7 +307,10 @@ class Supervisor:
                         self._launch_failed.set()
                         return
                     await self._fetch_models(client)
-                    if self.settings.served_name in self.served_models:
+                    if self.adopted_argv is not None and self.served_models:  # its own settings' name
+                        self.ready_at = now
+                        self._set("ready", self.detail)
+                    elif self.settings.served_name in self.served_models:
                         self.ready_at = now
                         took = now - (self.started_at or now)
                         self._set("ready", f"{took:.1f} s after launch")
@@ -312,9 +377,14 @@ class Supervisor:
         self.gpu_release = done.release.to_dict()
 
     async def _run_once(self) -> int:
-        await self._spawn()
+        if self.adopt is not None:
+            await self._attach()
+        else:
+            self.adopted_argv, self._log_offset = None, 0
+            await self._spawn()
         assert self.log_path is not None  # _spawn set it
-        with open(self.log_path, "a", encoding="utf-8") as log:
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_offset)
             reader = asyncio.create_task(self._read_output(log))
             health = asyncio.create_task(self._watch_health())
             stop_wait = asyncio.create_task(self._stop_requested.wait())
@@ -348,6 +418,7 @@ class Supervisor:
                     await self._reap_leftovers()  # orphans hold the pipe open: clean them, then drain
                 finally:
                     self.reaping_pids = []
+            self._output_done.set()
             try:
                 await asyncio.wait_for(reader, timeout=5)
             except asyncio.TimeoutError:

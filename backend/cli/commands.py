@@ -88,9 +88,9 @@ def _orphans(settings: Settings) -> OrphanScan:
 
 def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | None, int]:
     """Refuse to start when a server runs, a setting is unknown to this vLLM, or orphans hold GPUs."""
-    live, why = statefile.read_live()
+    live, why = statefile.read_live(cleanup=False)  # a refused serve never moves the state file aside
     if why:
-        _err(why + " (removed)")
+        _err(why)
     if live and live.get("state") not in ("stopped",):
         _err(f"a server is already supervised (supervisor pid {live['supervisor_pid']}, state "
              f"{live['state']}, {live.get('base_url')}); `qwen-tui stop` first")
@@ -126,12 +126,36 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | N
     return launch, 0
 
 
+def _adoption() -> tuple[dict[str, Any] | None, int | None]:
+    """A dead supervisor's server that still runs: (its state, None) when backend.adopt proves it
+    is this state dir's, (None, 1) when it cannot (said, with the fix), (None, None) when none runs."""
+    from backend import adopt  # start-up: a subcommand imports only what it runs
+
+    data, _ = statefile.read_checked()
+    proof = adopt.prove(data)
+    if proof is None:
+        return None, None
+    if proof.ok:
+        _err(f"adopting the server of a dead supervisor: pid {proof.pid}, port {proof.port} "
+             f"({'; '.join(proof.facts)})")
+        return data, None
+    _err(f"{proof.orphaned_text()}; fix: {proof.fix()}")
+    return None, 1
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     _STAMPED["on"] = bool(args.quiet)
     settings = load_settings(args)
+    adopting, refused = _adoption()
+    if refused is not None:
+        return refused
     _SAID.append([])
     try:
-        launch, rc = _preflight(args, settings)
+        if adopting is not None:  # its launch only for restarts after the adopted server ends
+            launch: Launch | None = build_launch(settings)
+            rc = 0
+        else:
+            launch, rc = _preflight(args, settings)
     finally:
         said = _SAID.pop()
     if launch is None:
@@ -153,7 +177,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         sup = Supervisor(settings, launch, on_line=on_line, on_state=on_state,
-                         restart=args.restart)
+                         restart=args.restart, adopt=adopting)
         sup.install_signal_handlers()
         return await sup.run()
 
