@@ -50,16 +50,23 @@ def _died(last: dict[str, Any]) -> dict[str, Any]:
     """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
     from backend import procs  # start-up: the console imports this module before its first frame
 
+    from backend import adopt  # start-up: the console imports this module before its first frame
+
     left = statefile.leftovers(last)
     infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
     what = ("; it left " + ", ".join(f"pid {i.pid} {i.role}" for i in infos) + " running") if infos else \
         "; nothing it started is left"
-    return {"kind": "supervisor_died",
-            "message": f"the supervisor (pid {last.get('supervisor_pid')}) died while "
-                       f"{last.get('state')}{what}",
-            "fix": ("`qwen-tui stop --orphans` stops what it left, then start again" if infos
-                    else "start the server again"),
-            "left": [{"pid": i.pid, "role": i.role, "cmdline": i.cmdline} for i in infos]}
+    proof = adopt.prove(last)  # its server still runs: ours beyond doubt, or not provably
+    out = {"kind": "supervisor_died",
+           "message": f"the supervisor (pid {last.get('supervisor_pid')}) died while "
+                      f"{last.get('state')}{what}",
+           "fix": ("`qwen-tui stop --orphans` stops what it left, then start again" if infos
+                   else "start the server again"),
+           "left": [{"pid": i.pid, "role": i.role, "cmdline": i.cmdline} for i in infos]}
+    if proof is not None:
+        out.update(message=f"{proof.orphaned_text()}: the supervisor (pid {last.get('supervisor_pid')}) died "
+                           f"while {last.get('state')}{what}", fix=proof.fix(), orphaned=proof.to_dict())
+    return out
 
 
 def status() -> ServerStatus:
@@ -172,6 +179,8 @@ def stop(timeout: float | None = None) -> tuple[bool, str]:
         last = statefile.read() or {}
         if in_group(last.get("state"), SUPERVISED) and _stale(why):
             died = _died(last)
+            if (died.get("orphaned") or {}).get("ok"):
+                return _stop_orphaned(last)
             return not died["left"], f"{died['message']}; fix: {died['fix']}"
         return True, "not running" + (f" ({why})" if why else "")
     pid = data["supervisor_pid"]
@@ -192,6 +201,54 @@ def stop(timeout: float | None = None) -> tuple[bool, str]:
             return True, final.get("stop_report") or final.get("detail") or "stopped"
         time.sleep(0.1)
     return False, f"the supervisor (pid {pid}) did not exit within {limit:.0f} s"
+
+
+def _stop_orphaned(last: dict[str, Any]) -> tuple[bool, str]:
+    """Stop the proved server of a dead supervisor as that supervisor would have (its group,
+    SIGKILL after console.stop_timeout), and record the stop in the state file."""
+    from backend import orphans  # start-up: the console imports this module before its first frame
+
+    timeout = (last.get("settings") or {}).get("console", {}).get("stop_timeout", 30)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e5:
+        timeout = 30
+    left = statefile.leftovers(last)
+    pgid = last.get("pgid") if last.get("pgid") == last.get("pid") else None
+    done = orphans.stop_verified(pgid, left, float(timeout))
+    report = f"stopped the server its dead supervisor left (pids {', '.join(map(str, left))}): {done.summary()}"
+    statefile.write(dict(last, state="stopped", detail=report, stop_report=report, pid=None, pgid=None,
+                         gpu_release=done.release.to_dict()))
+    return done.ok, report
+
+
+def settings_overrides(server: Mapping[str, Any]) -> list[str]:
+    """`--set server.KEY=VALUE` for each recorded server setting (values as TOML; a hidden key,
+    None and empty values left out: they fall back to the config file's)."""
+    import json  # start-up: only for a restart that restores the old server
+
+    out: list[str] = []
+    for key, value in server.items():
+        if key == "env" and isinstance(value, dict):
+            out += [x for k, v in value.items() for x in ("--set", f"server.env.{k}={v}")]
+        elif value is not None and value != "<hidden>" and isinstance(value, (str, int, float, bool, list)):
+            out += ["--set", f"server.{key}={json.dumps(value)}"]
+    return out
+
+
+def wait_started(timeout: float) -> str | None:
+    """After a start: None once READY (or still starting at the time-out); the failure in words
+    when the first attempt fails or the supervisor ends."""
+    deadline = time.time() + timeout
+    seen = len(status().attempts)
+    while time.time() < deadline:
+        st = status()
+        if st.state is ServerState.READY:
+            return None
+        if len(st.attempts) > seen or st.state is ServerState.FAILED or \
+                (in_group(st.state, IDLE) and st.supervisor_pid is None):
+            f = st.failure or st.last_failure or {}
+            return f"{f.get('kind') or st.state}: {f.get('message') or st.detail}"
+        time.sleep(0.3)
+    return None
 
 
 # LogParser().snapshot(): what a poll says before any log (tests/unit/test_startup_imports.py keeps it equal)
@@ -307,7 +364,7 @@ class ServerClient:
         return self._profile_of[1]
 
     def start(self, allow_orphans: bool = False) -> str:
-        live, _ = statefile.read_live(cleanup=True)
+        live, _ = statefile.read_live(cleanup=False)
         if live and not in_group(live.get("state"), IDLE):
             return f"already {live.get('state')} (supervisor pid {live.get('supervisor_pid')})"
         data = start_detached(self.global_argv, allow_orphans=allow_orphans)
@@ -346,8 +403,36 @@ class ServerClient:
         return msg if ok else f"stop failed: {msg}"
 
     def restart(self) -> str:
-        msg = self.stop()
-        return f"{msg}; {self.start()}"
+        ok, text = self.restart_keeping()
+        return text
+
+    def restart_keeping(self, allow_orphans: bool = False, wait_s: float = 900.0) -> tuple[bool, str]:
+        """Stop, start the new settings, and wait for READY; when the new server is refused or its
+        first attempt fails, start the old one again (its recorded server settings as --set) and
+        say why. (ok, what happened)."""
+        old = statefile.read() or {}
+        stopped = self.stop()
+        try:
+            self.start(allow_orphans)
+            failure = wait_started(wait_s)
+        except RuntimeError as e:
+            failure = f"refused: {e}"
+        if failure is None:
+            return True, f"{stopped}; restarted: {status().state}"
+        if in_group(status().state, SUPERVISED):
+            stop()  # what is left of the new one (a backoff would try again)
+        return False, f"{stopped}; the new settings did not start ({failure}); {self.restore(old)}"
+
+    def restore(self, old: Mapping[str, Any]) -> str:
+        """Start the server again with the settings it ran with (the state file's snapshot)."""
+        server = ((old.get("settings") or {}).get("server") or {}) if old.get("argv") else {}
+        if not server:
+            return "the old server was not running: nothing to restore"
+        try:
+            data = start_detached(self.global_argv + settings_overrides(server), allow_orphans=True)
+        except RuntimeError as e:
+            return f"the old settings could not be started either: {e}"
+        return f"the old server is back (supervisor pid {data.get('supervisor_pid')}, {data.get('base_url')})"
 
     def close(self) -> None:
         self.follower.close()

@@ -70,10 +70,11 @@ class SettingSaved(Message):
 
 @message
 class OrphansScanned(Message):
-    """Before a start: processes no supervisor owns. `done` says what already happened (a restart's stop)."""
+    """Before a start or a restart (the old server still running): processes no supervisor owns."""
 
     scan: OrphanScan
     done: str = ""
+    restart: bool = False
 
 
 @message

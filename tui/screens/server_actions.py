@@ -140,17 +140,24 @@ class ServerActions:
 
     @work(group="action", exclusive=True, exit_on_error=False)
     async def run_action_worker(self, action: str) -> None:
-        """stop runs at once; start (and restart, after its stop) first looks for orphans."""
+        """stop runs at once; start and restart first look for orphans. A restart asks every
+        question and runs every check while the old server still runs: only then is it stopped."""
         client = self.app.client
         try:
             if action == "stop":
                 self.post_message(ActionFinished(action, await asyncio.to_thread(client.stop)))
                 return
-            done = ""
             if action == "restart":
-                done = await asyncio.to_thread(client.stop) + "; "
+                # start-up: loaded on first use, not before the console's first frame
+                from backend.launch import build_launch
+
+                problems = (await asyncio.to_thread(build_launch, self.app.settings)).problems
+                if problems:
+                    self.post_message(ActionFinished(action, "not restarted, the old server keeps running: "
+                                                     + "; ".join(problems), error=True))
+                    return
             scan = await asyncio.to_thread(client.scan_orphans, self.app.settings.env, self.app.gpus)
-            self.post_message(OrphansScanned(scan, done))
+            self.post_message(OrphansScanned(scan, "", restart=action == "restart"))
         except Exception as e:
             self.post_message(ActionFinished(action, str(e), error=True))
 
@@ -159,8 +166,8 @@ class ServerActions:
         for t in getattr(message.scan, "servers", []):  # a teammate's server: said, never a question
             self.notify(f"starting beside {t.describe()}", timeout=8)
         if not message.scan.orphans:
-            self._set_phase("start")
-            self.start_worker(False, message.done)
+            self._set_phase("restart" if message.restart else "start")
+            self.start_worker(False, message.done, message.restart)
             return
         # start-up: loaded on first use, not before the console's first frame
         from tui.screens.orphans import OrphanScreen
@@ -169,21 +176,31 @@ class ServerActions:
 
         def chosen(choice: str | None) -> None:
             if choice is None:
-                self.post_message(ActionFinished("start", message.done + "not started (orphans left running)",
-                                                 error=True))
+                what = "not restarted (the old server keeps running)" if message.restart else "not started"
+                self.post_message(ActionFinished("restart" if message.restart else "start",
+                                                 message.done + f"{what}; orphans left running", error=True))
             else:
-                self._set_phase("start")
-                self.start_worker(choice == "force", message.done)
+                self._set_phase("restart" if message.restart else "start")
+                self.start_worker(choice == "force", message.done, message.restart)
 
         self.app.push_screen(OrphanScreen(message.scan, self.app.client, self.app.gpus), chosen)
 
     @work(group="start", exclusive=True, exit_on_error=False)
-    async def start_worker(self, allow_orphans: bool, done: str = "") -> None:
+    async def start_worker(self, allow_orphans: bool, done: str = "", restart: bool = False) -> None:
+        client = self.app.client
+        action = "restart" if restart else "start"
         try:
-            text = await asyncio.to_thread(self.app.client.start, allow_orphans)
-            self.post_message(ActionFinished("start", done + text))
+            if restart:  # every question was asked: now the old server stops
+                keeper = getattr(client, "restart_keeping", None)
+                if keeper is not None:  # the real client: the old server comes back if the new cannot start
+                    ok, text = await asyncio.to_thread(keeper, allow_orphans)
+                    self.post_message(ActionFinished(action, text, error=not ok))
+                    return
+                done += await asyncio.to_thread(client.stop) + "; "
+            text = await asyncio.to_thread(client.start, allow_orphans)
+            self.post_message(ActionFinished(action, done + text))
         except Exception as e:
-            self.post_message(ActionFinished("start", done + str(e), error=True))
+            self.post_message(ActionFinished(action, done + str(e), error=True))
 
     def on_action_finished(self, message: ActionFinished) -> None:
         self.busy, self.busy_action = False, None
