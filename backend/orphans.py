@@ -171,7 +171,14 @@ def kill(pids: Iterable[int], found: OrphanScan, timeout: float = 5.0, monitor: 
             raise ValueError(refusal)
         if info.create_time is not None and not procs.is_same_process(pid, info.create_time):
             raise ValueError(f"pid {pid} has exited or now belongs to another program: not killed")
-    return stop_verified(None, pids, timeout, monitor)
+    done = stop_verified(None, pids, timeout, monitor)
+    from backend.events import record_event  # only when something is killed
+
+    for pid in pids:
+        info = found.find(pid)
+        record_event("kill", done.summary(), kill_pid=pid, role=info.role if info else None,
+                     cmdline=info.cmdline[:120] if info else None)
+    return done
 
 
 @dataclass

@@ -301,7 +301,22 @@ def parse_text(section: str, key: str, text: str) -> Edit:
 
 
 def save_edit(path: Path, edit: Edit) -> None:
-    """Write one edit into the file: comment-preserving (tomlkit) and atomic."""
+    """Write one edit into the file: comment-preserving (tomlkit) and atomic; journalled with
+    the value it had in the file and the new one."""
+    import tomllib  # only for a save: the diff the journal keeps
+
+    from backend.events import record_event  # only for a save
+
+    try:
+        was = tomllib.loads(path.read_text(encoding="utf-8")).get(edit.section, {}).get(edit.key)
+    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        was = None
+    _write_edit(path, edit)
+    record_event("settings", f"saved in {path}",
+                 diff={f"{edit.section}.{edit.key}": [was, None if edit.unset else edit.value]})
+
+
+def _write_edit(path: Path, edit: Edit) -> None:
     if edit.unset:
         remove_setting(path, edit.section, edit.key)
     else:

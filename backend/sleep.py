@@ -258,6 +258,9 @@ def request(action: str, level: int | None = None, timeout: float = CALL_TIMEOUT
         now = statefile.read() or {}
         op = now.get("sleep_op") or {}
         if op.get("id") == rid and op.get("ok") is not None:
+            from backend.events import record_event  # only once an answer came
+
+            record_event(action, op.get("message"), ok=op.get("ok"), level=level)
             return dict(op, state=now.get("state"))
         if not statefile.pid_matches(data.get("supervisor_pid"), data.get("supervisor_create_time")):
             raise SleepError("the supervisor exited before it answered")

@@ -126,15 +126,43 @@ class Supervisor:
         self.adopt = adopt
         self.adopted_argv: list[str] | None = None
         self._log_offset = 0  # where the reader starts in the log (an adopted log: its end)
+        self._journalled: set[tuple[str, int, int]] = set()
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
+        was = self.state
         self.state, self.detail = state, detail
         self._write_state()
         if self.recorder is not None:  # a queue put: never blocks the loop
             self.recorder.event("restart" if state == "starting" and self.restarts else state, detail)
+        key = (state, self.restarts, id(self.proc))
+        if key not in self._journalled and "cleaning up" not in detail:  # once per state and attempt
+            self._journalled.add(key)
+            self._journal(state, detail, was)
         if self.on_state:
             self.on_state(Transition(state, detail, time.time()))
+
+    def _journal(self, state: str, detail: str, was: str) -> None:
+        """The outcomes worth a line in the journal (backend/events.py): READY in N s, failed with
+        its kind, stopped in N s and the memory released; the launch itself and an adoption."""
+        from backend.events import record_event  # start-up: the console imports supervisor's deps lazily
+
+        where = self.state_path.parent
+        pid = self.proc.pid if self.proc else None
+        if state == "starting" and detail.startswith("adopted"):
+            record_event("adopt", detail, where, server_pid=pid, port=self.settings.server.get("port"))
+        elif state == "starting":
+            record_event("start", f"launched pid {pid}", where, server_pid=pid, attempt=self.restarts + 1,
+                         port=self.settings.server.get("port"), profile=self.settings.profile)
+        elif state == "ready" and was == "starting":
+            took = (self.ready_at or 0) - (self.started_at or self.ready_at or 0)
+            record_event("ready", f"READY in {took:.0f} s" if self.adopted_argv is None else "READY (adopted)",
+                         where, server_pid=pid, seconds=round(took, 1))
+        elif state == "failed":
+            record_event("failed", f"failed: {self.failure.get('kind') if self.failure else '?'}", where,
+                         kind=(self.failure or {}).get("kind"), detail=detail)
+        elif state == "stopped":
+            record_event("stopped", detail, where, gpu_release=(self.gpu_release or {}).get("summary"))
 
     def status(self) -> dict[str, Any]:
         snap = self.parser.snapshot()
@@ -216,7 +244,8 @@ class Supervisor:
         from backend.adopt import Adopted  # only when adopting: the supervisor starts quickly
 
         data, self.adopt = self.adopt or {}, None
-        self.proc = Adopted(int(data["pid"]), float(data["pid_create_time"]))  # type: ignore[assignment]
+        pid = int(data["pid"])
+        self.proc = Adopted(pid, float(data["pid_create_time"]))  # type: ignore[assignment]
         self._pgid = int(data.get("pgid") or data["pid"])
         self.log_path = Path(data["log_path"])
         self.adopted_argv = list(data.get("argv") or []) or None
@@ -229,11 +258,11 @@ class Supervisor:
         self._output_done = asyncio.Event()
         self.sleep.reset()
         self._log_offset = await asyncio.to_thread(self._feed_old_log)
-        note = (f"qwen-tui: supervisor pid {os.getpid()} adopted pid {self.proc.pid} at "
+        note = (f"qwen-tui: supervisor pid {os.getpid()} adopted pid {pid} at "
                 f"{time.strftime('%Y-%m-%d %H:%M:%S')} (its supervisor pid {data.get('supervisor_pid')} died)\n")
         with open(self.log_path, "a", encoding="utf-8") as f:
             f.write(note)
-        self._set("starting", f"adopted pid {self.proc.pid} (its supervisor pid {data.get('supervisor_pid')} died)")
+        self._set("starting", f"adopted pid {pid} (its supervisor pid {data.get('supervisor_pid')} died)")
 
     def _feed_old_log(self) -> int:
         assert self.log_path is not None

@@ -48,16 +48,14 @@ def _stale(why: str | None) -> bool:
 
 def _died(last: dict[str, Any]) -> dict[str, Any]:
     """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
-    from backend import procs  # start-up: the console imports this module before its first frame
-
-    from backend import adopt  # start-up: the console imports this module before its first frame
+    from backend import adopt, procs  # start-up: the console imports this module before its first frame
 
     left = statefile.leftovers(last)
     infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
     what = ("; it left " + ", ".join(f"pid {i.pid} {i.role}" for i in infos) + " running") if infos else \
         "; nothing it started is left"
     proof = adopt.prove(last)  # its server still runs: ours beyond doubt, or not provably
-    out = {"kind": "supervisor_died",
+    out: dict[str, Any] = {"kind": "supervisor_died",
            "message": f"the supervisor (pid {last.get('supervisor_pid')}) died while "
                       f"{last.get('state')}{what}",
            "fix": ("`qwen-tui stop --orphans` stops what it left, then start again" if infos
@@ -134,6 +132,11 @@ def start_detached(global_argv: list[str], restart: str | None = None, timeout: 
     a setting this vLLM does not accept)."""
     global_argv, key = without_key(global_argv)
     env = dict(os.environ)
+    from backend.events import origin  # start-up: only for a start
+
+    tty = origin().get("tty")
+    if tty and "QWEN_TUI_TTY" not in env:
+        env["QWEN_TUI_TTY"] = tty  # the detached supervisor has no terminal: the journal says this one
     if key is not None and "QWEN_TUI_API_KEY" not in env:
         env["QWEN_TUI_API_KEY"] = key  # a --set key travels by environment, never in the supervisor's argv
     argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet"]
@@ -173,7 +176,17 @@ def spawn_reaped(argv: list[str], stdout: Any = subprocess.DEVNULL,
 
 def stop(timeout: float | None = None) -> tuple[bool, str]:
     """Ask the supervisor to stop the server and wait for it; (ok, what was done). Only a trusted
-    live supervisor is signalled; a dead one's leftovers are listed, not guessed at."""
+    live supervisor is signalled; a dead one's leftovers are listed, not guessed at. Journalled."""
+    from backend.events import record_event  # start-up: only for a stop
+
+    t0 = time.time()
+    ok, text = _stop(timeout)
+    if text != "not running":
+        record_event("stop", text, ok=ok, seconds=round(time.time() - t0, 1))
+    return ok, text
+
+
+def _stop(timeout: float | None = None) -> tuple[bool, str]:
     data, why = statefile.read_live(cleanup=False)
     if data is None:
         last = statefile.read() or {}
@@ -417,8 +430,16 @@ class ServerClient:
             failure = wait_started(wait_s)
         except RuntimeError as e:
             failure = f"refused: {e}"
+        from backend.events import record_event  # start-up: only for a restart
+
+        new = ((statefile.read() or {}).get("settings") or {}).get("server") or {}
+        was = (old.get("settings") or {}).get("server") or {}
+        diff = {f"server.{k}": [was.get(k), new.get(k)] for k in sorted(set(was) | set(new))
+                if was.get(k) != new.get(k) and k != "api_key"}
         if failure is None:
+            record_event("restart", f"restarted: {status().state}", diff=diff)
             return True, f"{stopped}; restarted: {status().state}"
+        record_event("restart", f"failed ({failure}): the old settings started again", diff=diff)
         if in_group(status().state, SUPERVISED):
             stop()  # what is left of the new one (a backoff would try again)
         return False, f"{stopped}; the new settings did not start ({failure}); {self.restore(old)}"

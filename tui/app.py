@@ -37,6 +37,7 @@ WORKER_PURPOSE = {
 
 class QwenApp(App):
     TITLE = "qwen-tui"
+    watch = False  # --watch: every panel, no key that changes the server (tui/screens/events.py)
     # the main screen's stylesheet too: pushed with its own CSS_PATH, it made Textual parse every
     # rule again with the theme's variables (10-30 ms before the first frame); its rules stay nested
     # under MainScreen

@@ -28,6 +28,12 @@ def _run(args) -> int:
     gpus = GpuMonitor(start=False)  # NVML opens in a thread after the first frame (tui/screens/main.py)
     try:
         app = make_app(settings, ServerClient(global_argv(args)), gpus, freeze_gc=True)
+        app.watch = bool(getattr(args, "watch", False))
+        if app.watch:
+            problem = watch_problem()
+            if problem:
+                print(f"qwen-tui --watch: {problem}", file=sys.stderr)
+                return 1
         app.run()
     finally:
         gpus.shutdown()
@@ -35,6 +41,20 @@ def _run(args) -> int:
     # the process alive past its quit (it used to, for up to a minute, deaf to SIGTERM)
     start_exit_watchdog(app.return_code or 0)
     return app.return_code or 0
+
+
+def watch_problem() -> str | None:
+    """Why this state dir cannot be watched (its files are not readable by this user), or None."""
+    import os  # start-up: only for --watch
+
+    from backend import paths  # start-up: only for --watch
+
+    where = paths.state_dir()
+    for path in (where, where / "server.json", where / "events.jsonl", where / "logs"):
+        if path.exists() and not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+            return (f"cannot read {path}: permission denied (it belongs to uid {path.stat().st_uid}); "
+                    "ask its owner to let you read it (chmod g+rX), or watch your own state dir")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

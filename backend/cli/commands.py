@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from backend import statefile
 from backend.cli.chat_cmd import chat_args, cmd_chat
 from backend.cli.options import global_argv, load_settings, positive_int
+from backend.cli.team import _adoption, _beside
 from backend.example_config import cmd_init_config, init_config_args
 from backend.launch import Launch, build_launch
 from backend.settings import Settings
@@ -121,26 +122,15 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | N
                  + "\n  kill them with `qwen-tui stop --orphans` (these pids only; `--pid N` for one), "
                    "or start anyway with --allow-orphans")
             return None, 1
-        for t in found.servers:  # a teammate's server: said, not a reason to refuse
+        for t in found.servers:  # a teammate's server: said, not a reason to refuse unless yours cannot fit
             _err(f"beside {t.describe()}")
+        fit = _beside(settings, found.servers, launch.install.version)
+        if fit is not None:
+            _err(f"your plan {fit.text}")
+            if not fit.fits:
+                _err("not started: lower server.gpu_memory_utilization, or start anyway with --allow-orphans")
+                return None, 1
     return launch, 0
-
-
-def _adoption() -> tuple[dict[str, Any] | None, int | None]:
-    """A dead supervisor's server that still runs: (its state, None) when backend.adopt proves it
-    is this state dir's, (None, 1) when it cannot (said, with the fix), (None, None) when none runs."""
-    from backend import adopt  # start-up: a subcommand imports only what it runs
-
-    data, _ = statefile.read_checked()
-    proof = adopt.prove(data)
-    if proof is None:
-        return None, None
-    if proof.ok:
-        _err(f"adopting the server of a dead supervisor: pid {proof.pid}, port {proof.port} "
-             f"({'; '.join(proof.facts)})")
-        return data, None
-    _err(f"{proof.orphaned_text()}; fix: {proof.fix()}")
-    return None, 1
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -468,7 +458,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     for w in _key_warnings(settings):
         _err(f"warning: {w}")
-    return run_plan(settings, args.json)
+    from backend.cli.team import plan_beside  # start-up: a subcommand imports only what it runs
+
+    return plan_beside(settings, args.json, run_plan, _orphans)
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
@@ -535,6 +527,18 @@ def cmd_pull(args: argparse.Namespace) -> int:
     from backend.pull.cli import cmd_pull as run  # start-up: a subcommand imports only what it runs
 
     return run(args)
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    from backend.events import run_cli  # start-up: a subcommand imports only what it runs
+
+    return run_cli(args)
+
+
+def _events_args(p: argparse.ArgumentParser) -> None:
+    from backend.events import add_args  # start-up: a subcommand imports only what it runs
+
+    add_args(p)
 
 
 def _pull_args(p: argparse.ArgumentParser) -> None:
@@ -660,6 +664,8 @@ COMMANDS = {
     "report": (cmd_report, "a paste-ready triage report (Markdown), redacted", _report_args),
     "pull": (cmd_pull, "download a model repo (Hugging Face, a mirror, ModelScope) with progress, resume and "
              "verification", _pull_args),
+    "events": (cmd_events, "the journal: who started, stopped, restarted, changed what, and how it ended",
+               _events_args),
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
 }
 

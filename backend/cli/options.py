@@ -21,6 +21,9 @@ def global_options(p: argparse.ArgumentParser, sub: bool) -> None:
                    **kw)
     p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", dest="overrides",
                    help="override a setting for this run (repeatable)", **(kw or {"default": []}))
+    if not sub:  # the console's own: look, don't touch (never passed on to a child process)
+        p.add_argument("--watch", action="store_true", help="the console with every panel and no key that "
+                       "starts, stops, restarts, sleeps, kills or saves settings")
 
 
 def load_settings(args: argparse.Namespace) -> Settings:

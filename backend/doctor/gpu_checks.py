@@ -199,11 +199,18 @@ def check_gpu_memory(ctx: Context) -> Check:
         return Check("gpu-memory", "warn", f"other processes hold GPU memory: {listing}{usage}{beside}",
                      fix + "; or lower server.gpu_memory_utilization to leave them room")
     if team:
+        from backend.beside import check  # only beside a teammate's server: `doctor` runs each check on its own
+
         what = "RAM" if ctx.device == "cpu" else "memory"
-        return Check("gpu-memory", "warn", f"{plural(len(team), 'teammate server')} running, holding {what} "
-                     f"(not orphans): {'; '.join(t.describe() for t in team)}{usage}",
-                     "leave them running: plan yours in what is left (see memory), or ask "
-                     + " / ".join(sorted({t.user for t in team})) + " to stop theirs")
+        fit = check(ctx.plan[0], team, mon)
+        ask = " / ".join(sorted({t.user for t in team}))
+        msg = (f"{plural(len(team), 'teammate server')} running, holding {what} (not orphans): "
+               f"{'; '.join(t.describe() for t in team)}{usage}" + (f"; your plan {fit.text}" if fit else ""))
+        if fit is not None and not fit.fits:
+            return Check("gpu-memory", "fail", msg, "lower server.gpu_memory_utilization (or max_model_len) to "
+                         f"fit in what is free, or ask {ask} to stop theirs")
+        return Check("gpu-memory", "warn", msg, f"leave them running: plan yours in what is left, or ask {ask} "
+                     "to stop theirs")
     if skip is not None:
         if ctx.device == "cpu":
             return Check("gpu-memory", "ok", "no vLLM process that no console owns")

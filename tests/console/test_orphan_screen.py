@@ -180,3 +180,22 @@ async def test_beside_an_orphan_a_teammates_server_is_one_row_by_user_and_port(s
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_r_asks_about_orphans_before_the_old_server_stops_and_cancel_keeps_it(spawn, qhome):
+    """Issue 26: `r` never leaves the box empty because of a question: the orphan dialog comes
+    while the old server runs; esc cancels the restart and nothing was stopped."""
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    app, client = app_with([Poll(state={"state": "ready"})], qhome, "console.confirm=never")
+    client.orphan_scan = _scan_of(tree, "tp0")
+    said = []
+    async with app.run_test(size=(150, 45)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+        app.notify = lambda text, **kw: said.append(text)
+        await pilot.press("r")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, OrphanScreen))
+        assert client.actions == []  # the question came first: the old server still runs
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: any("not restarted (the old server keeps running)" in t
+                                                   for t in said)), said
+        assert client.actions == []

@@ -113,3 +113,25 @@ async def test_a_new_supervisor_adopts_watches_and_stops_it(dead_supervisor):
     sup.request_stop()
     assert await asyncio.wait_for(run, 30) == 0
     assert sup.state == "stopped" and not any(alive(p) for p in left)
+
+
+def test_a_restart_whose_new_server_fails_starts_the_old_settings_again(qhome, monkeypatch):
+    """Issue 26: a restart that cannot start the new one restores the old one and says why."""
+    old = {"state": "ready", "argv": ["vllm", "serve", "m"], "supervisor_pid": 4000, "supervisor_create_time": 1.0,
+           "settings": {"server": {"model": "m", "max_model_len": 8192, "api_key": "<hidden>", "port": 8000,
+                                   "env": {"OMP_NUM_THREADS": "2"}, "quantization": None}}}
+    statefile.write(old)
+    started = []
+    monkeypatch.setattr(supervisor_client, "stop", lambda timeout=None: (True, "stopped in 1.0 s"))
+    monkeypatch.setattr(supervisor_client, "wait_started", lambda t: "kv_cache_too_small: 32768 > 12784 tokens")
+    monkeypatch.setattr(supervisor_client, "start_detached", lambda argv, **kw: started.append(argv) or
+                        {"supervisor_pid": 4242, "base_url": "http://127.0.0.1:8000"})
+    client = supervisor_client.ServerClient(["--set", "server.max_model_len=32768"])
+    monkeypatch.setattr(client, "start", lambda allow_orphans=False: "started")
+    ok, text = client.restart_keeping()
+    assert not ok and "the new settings did not start (kv_cache_too_small: 32768 > 12784 tokens)" in text
+    assert "the old server is back (supervisor pid 4242" in text
+    [argv] = started
+    assert argv[:2] == ["--set", "server.max_model_len=32768"]  # the console's own, then the old ones win
+    assert "server.max_model_len=8192" in argv and "server.env.OMP_NUM_THREADS=2" in argv
+    assert not any("api_key" in a or "quantization" in a for a in argv)

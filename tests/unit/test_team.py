@@ -102,3 +102,35 @@ def test_doctor_fails_for_an_orphan_beside_a_teammate_and_names_both(env):
     c = run(check_gpu_memory, settings(), env)
     assert c.status == "fail" and "1 orphan (" in c.message and "beside alice's server" in c.message
     assert "4242" in c.fix and "4001" not in c.fix
+
+
+def test_the_verdict_beside_a_teammate_names_who_holds_what_is_missing():
+    from backend.beside import verdict
+
+    team = TeamServer(sup(), (4001,), {0: 20 * GiB}, 2 * GiB, 60.0)
+    assert verdict(10 * GiB, 12 * GiB, []) is None
+    ok = verdict(10 * GiB, 12 * GiB, [team])
+    assert ok.fits and ok.text.startswith("fits beside alice's server on port 8001")
+    short = verdict(15 * GiB, 12 * GiB, [team])
+    assert not short.fits and short.text.startswith("needs 3.0 GiB that alice's server on port 8001 holds")
+
+
+def test_doctor_fails_when_the_plan_does_not_fit_beside_them_and_still_never_says_kill(env, monkeypatch):
+    from backend import beside
+
+    team = TeamServer(sup(), (4001,), {0: 20 * GiB}, 2 * GiB, 60.0)
+    env.servers = lambda s, m: [team]
+    monkeypatch.setattr(beside, "check", lambda led, servers, mon=None: beside.verdict(22 * GiB, 4 * GiB, servers))
+    c = run(check_gpu_memory, settings(), env)
+    assert c.status == "fail" and "needs 18.0 GiB that alice's server on port 8001 holds" in c.message
+    assert "kill" not in c.fix and "gpu_memory_utilization" in c.fix and "alice" in c.fix
+
+
+def test_plan_json_says_whether_it_fits_beside_a_teammate(qhome, teammate, capsys):
+    proc, tree, home = teammate
+    rc = commands.cmd_plan(argparse.Namespace(config=None, demo=True, profile=None, overrides=[], json=True))
+    import json
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["beside"]["servers"][0]["port"] == 8123 and data["beside"]["need_bytes"] > 0
+    assert data["beside"]["summary"].startswith(("fits beside", "needs ")) and rc in (0, 1)

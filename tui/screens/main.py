@@ -21,6 +21,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from backend.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
+from tui.screens.events import WATCH_BLOCKED
 from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
@@ -62,6 +63,7 @@ class MainScreen(ServerActions, Screen):
         Binding("t", "report", "Report", id="report"),
         Binding("z", "sleep_wake", "Sleep/Wake", id="sleep"),
         Binding("n", "cluster", "Cluster", id="cluster"),
+        Binding("j", "events", "Events", id="events"),
         Binding("g", "pull", "Get model", id="pull"),
         Binding("h", "history", "History", id="history"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
@@ -149,7 +151,7 @@ class MainScreen(ServerActions, Screen):
             return self.narrow  # the strip's key, only when there is a strip
         if action == "hide_keys":
             return bool(self.query("HelpPanel"))  # otherwise esc goes on to the chat, the search, the filters
-        return True
+        return not (getattr(self.app, "watch", False) and action in WATCH_BLOCKED)
 
     def action_toggle_side(self) -> None:
         self.toggle_class("-side-open")
@@ -170,8 +172,10 @@ class MainScreen(ServerActions, Screen):
         live = self.state.state in SUPERVISED
         base_url = (live and self.state.base_url) or settings.base_url
         name = (live and self.state.served_model_name) or settings.served_name
+        from backend.events import last_event_text  # start-up: loaded on first use, not before the first frame
+
         self.query_one(StatusBar).show(self.state, base_url, name, self.parsed, self.pending_text(),
-                                       profile=self.shown_profile())
+                                       profile=self.shown_profile(), last_event=last_event_text())
 
     def shown_profile(self) -> str | None:
         """The running server's profile (its supervisor's settings), else the one the next start uses."""
@@ -594,7 +598,15 @@ class MainScreen(ServerActions, Screen):
         self.query_one(LogPane).set_view(level="all", search="")
 
     def action_quit_console(self) -> None:
+        if getattr(self.app, "watch", False):  # nothing to keep or stop: watch mode only looks
+            self.app.exit()
+            return
         self.app.request_quit(self.state.state)
+
+    def action_events(self) -> None:
+        from tui.screens.events import EventsScreen  # start-up: loaded on first use, not before the first frame
+
+        self.app.push_screen(EventsScreen())
 
     def action_settings(self) -> None:
         # start-up: loaded on first use, not before the console's first frame

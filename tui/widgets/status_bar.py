@@ -48,7 +48,8 @@ class StatusBar(Static):
     _shown: Text | None = None
 
     def show(self, state: ServerStatus | Mapping[str, Any], endpoint: str, model: str,
-             parsed: dict[str, Any] | None = None, pending: str = "", profile: str | None = None) -> None:
+             parsed: dict[str, Any] | None = None, pending: str = "", profile: str | None = None,
+             last_event: str = "") -> None:
         state = ServerStatus.from_dict(state)
         name = state.state
         text = Text()
@@ -68,6 +69,8 @@ class StatusBar(Static):
             text.append(f"  restarts {state.restarts}", style(self.app, "secondary"))
         if state.detail and name not in (ServerState.READY, ServerState.STOPPING):
             text.append(f"  — {state.detail}", "dim")
+        if last_event:  # the journal's newest line (backend/events.py): who did what, when
+            text.append(f"  · {last_event}", "dim")
         if text == self._shown:  # nothing changed: no redraw (the poll runs 5 times a second)
             return
         self._shown = text

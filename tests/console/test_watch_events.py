@@ -1,0 +1,59 @@
+"""Issue 26: --watch (every panel, no key that starts, stops, restarts, sleeps, kills or saves
+settings; the footer says watch mode), the events view (j) and the status bar's last event."""
+
+from __future__ import annotations
+
+from backend import events
+from backend.supervisor_client import Poll
+from tests.helpers.console import app_with, wait_until
+from tui.screens.events import WATCH_BLOCKED, EventsScreen
+from tui.screens.main import MainScreen
+from tui.widgets.keys_footer import KeysFooter
+from tui.widgets.status_bar import StatusBar
+
+READY = Poll(state={"state": "ready", "supervisor_pid": 4000, "pid": 4001, "port": 8011})
+
+
+async def test_watch_mode_has_no_control_key_and_says_so(qhome):
+    app, client = app_with([READY], qhome, "console.confirm=never")
+    app.watch = True
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        for key in ("s", "x", "r", "e", "z", "p", "n", "g"):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert app.screen is screen, key  # no dialog, no settings, no profile switch
+        assert client.actions == []
+        footer = screen.query_one(KeysFooter)
+        assert await wait_until(pilot, lambda: footer.shown and footer.shown[0][0] == "watch mode")
+        keys = {what for _, what in footer.shown}
+        assert not keys & {"start", "stop", "restart", "settings", "sleep/wake", "profiles"}, keys
+        for action in WATCH_BLOCKED:
+            assert screen.check_action(action, ()) is False
+        await pilot.press("j")  # looking is allowed
+        assert await wait_until(pilot, lambda: isinstance(app.screen, EventsScreen))
+
+
+async def test_without_watch_the_same_keys_reach_the_client(qhome):
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: client.actions == ["start"])
+
+
+async def test_the_events_view_and_the_status_bars_last_event(qhome):
+    events.record_event("start", "launched pid 4001", server_pid=4001)
+    events.record_event("restart", "restarted: ready", diff={"server.max_model_len": [8192, 16384]})
+    app, client = app_with([READY], qhome)
+    async with app.run_test(size=(80, 24)) as pilot:
+        bar = app.screen.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "restarted by" in bar.last_text), bar.last_text
+        assert "max_model_len 8192 → 16384" in bar.last_text
+        await pilot.press("j")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, EventsScreen))
+        rows = str(app.screen.query_one("#rows").render())
+        user = events.read_events()[0]["user"]
+        assert "start" in rows and "restart" in rows and user in rows and "launched pid 4001" in rows
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))

@@ -1,0 +1,43 @@
+"""EventsScreen (key j): the journal of this state dir, newest last: who started, stopped, restarted,
+saved which setting, from where, and how it ended (backend/events.py). Also the keys --watch leaves
+out (WATCH_BLOCKED): every one that starts, stops, restarts, sleeps, kills or saves settings."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+# MainScreen actions that change the server or its settings: none of them in watch mode
+WATCH_BLOCKED = frozenset({"start", "stop", "restart", "settings", "profiles", "sleep_wake", "cluster", "pull"})
+SHOWN = 200
+
+
+class EventsScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    EventsScreen { align: center middle; }
+    EventsScreen #dialog { width: 96%; height: 90%; border: round $accent; padding: 0 1; background: $surface; }
+    EventsScreen #events { height: 1fr; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="close"),
+                Binding("j", "dismiss(None)", "Close", id="close-j", show=False)]
+
+    def compose(self) -> ComposeResult:
+        from backend import events  # start-up: loaded on first use, not before the console's first frame
+
+        try:
+            rows = events.read_events(SHOWN)
+            head = f"Events ({events.journal_path()}): newest last"
+            body = "\n".join(events.line(e) for e in rows) or "no events yet"
+        except PermissionError:
+            head, body = "Events", f"cannot read {events.journal_path()}: permission denied"
+        with Vertical(id="dialog"):
+            yield Label(head, id="title")
+            with VerticalScroll(id="events"):
+                yield Static(body, id="rows", markup=False)
+            yield Label("esc: close", id="keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#events", VerticalScroll).scroll_end(animate=False)
