@@ -132,5 +132,5 @@ def test_plan_json_says_whether_it_fits_beside_a_teammate(qhome, teammate, capsy
     import json
 
     data = json.loads(capsys.readouterr().out)
-    assert data["beside"]["servers"][0]["port"] == 8123 and data["beside"]["need_bytes"] > 0
+    assert 8123 in [t["port"] for t in data["beside"]["servers"]] and data["beside"]["need_bytes"] > 0
     assert data["beside"]["summary"].startswith(("fits beside", "needs ")) and rc in (0, 1)
