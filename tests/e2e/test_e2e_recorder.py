@@ -35,7 +35,7 @@ def server(tmp_path_factory, vllm_lock):
             r = cli("--demo", *SETS, "serve", "--detach", timeout=60)
             assert r.returncode == 0, r.stderr
             st = wait_state({"ready", "failed"}, START_TIMEOUT)
-            assert st["state"] == "ready", st
+            assert st["state"] == "ready", (st.get("detail"), st.get("failure"), st.get("last_failure"))
             yield dict(st, home=home)
         finally:
             cli("stop", timeout=120)
