@@ -35,6 +35,9 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "wake_seconds": _NUM, "sleep_op": (dict,),
 }
 PID_FIELDS = ("supervisor_pid", "pid", "pgid")
+# --watch on another user's state dir: its files are read (never trusted to signal: watch mode has
+# no key that signals), so another owner is no reason to refuse them
+READ_ONLY = {"others": False}
 REQUIRED_WHEN_SUPERVISED = ("supervisor_pid", "supervisor_create_time")
 
 
@@ -83,7 +86,7 @@ def file_problem(path: Path) -> str | None:
         return "it is a symbolic link"
     if not stat.S_ISREG(st.st_mode):
         return "not a plain file"
-    if st.st_uid != os.geteuid():
+    if st.st_uid != os.geteuid() and not READ_ONLY["others"]:
         return f"owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
     if st.st_mode & 0o022:
         return f"writable by others (mode {stat.S_IMODE(st.st_mode):04o})"

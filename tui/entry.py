@@ -34,6 +34,9 @@ def _run(args) -> int:
             if problem:
                 print(f"qwen-tui --watch: {problem}", file=sys.stderr)
                 return 1
+            from backend import statefile  # start-up: only for --watch
+
+            statefile.READ_ONLY["others"] = True  # read a teammate's files; watch mode signals nothing
         app.run()
     finally:
         gpus.shutdown()

@@ -71,3 +71,14 @@ async def test_the_supervisor_journals_the_launch_and_the_stop(qhome):
     got = [(e["action"], e["outcome"]) for e in events.read_events()]
     assert got[0] == ("start", f"launched pid {sup.proc.pid}") and got[-1][0] == "stopped"
     assert got[-1][1].startswith("stopped in")
+
+
+def test_watch_reads_another_owners_state_file_only_when_asked(qhome, monkeypatch):
+    from backend import statefile
+
+    statefile.write({"state": "stopped"})
+    real = statefile.os.geteuid()
+    monkeypatch.setattr(statefile.os, "geteuid", lambda: real + 1)  # as if another user wrote it
+    assert "not by you" in statefile.file_problem(statefile.state_path())
+    monkeypatch.setitem(statefile.READ_ONLY, "others", True)
+    assert statefile.file_problem(statefile.state_path()) is None
