@@ -9,11 +9,13 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend import statefile
 from backend.cli.chat_cmd import chat_args, cmd_chat
+from backend.cli.fix_cmd import cmd_fix, fix_args, proposal_text, with_fix
 from backend.cli.options import global_argv, load_settings, positive_int
 from backend.cli.team import _adoption, _beside
 from backend.example_config import cmd_init_config, init_config_args
@@ -253,6 +255,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             st = st.with_extra(metrics=metrics.fetch(st.base_url, timeout=2.0).to_dict())
         except metrics.MetricsError as e:
             st = st.with_extra(metrics={"error": str(e)})
+    st, prop = with_fix(st, args)  # a failed server's fix as data (`qwen-tui fix`)
     if args.json:
         _print_json(st.to_dict())
     else:
@@ -273,6 +276,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"failure: {failure_head(f)}\nfix: {f.get('fix')}")
         elif st.get("last_failure"):  # an earlier attempt failed; a new one runs
             print(f"last failure: {_failure_text(st['last_failure'])}")
+        if prop is not None:
+            print(proposal_text(prop))
     return 0 if st.state in HEALTHY else 1
 
 
@@ -653,6 +658,9 @@ COMMANDS = {
     "profiles": (cmd_profiles, "workload profiles ([profiles.NAME]) with the ledger's verdict for each",
                  _json_arg),
     "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _doctor_args),
+    "fix": (partial(cmd_fix, wait_ready=_wait_ready),
+            "the last failure's fix as a settings diff with the ledger's verdict; --yes saves it and restarts",
+            fix_args),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
     "chat": (cmd_chat, "stream one reply; continue, list, export, rename or delete saved conversations",
              chat_args),

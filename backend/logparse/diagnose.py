@@ -331,6 +331,30 @@ def _cpu_mem(p: ParseState, msg: str) -> Failure | None:
                    f"set server.gpu_memory_utilization = {_fraction_that_fits(avail, total)}, or free RAM")
 
 
+_CPU_KV = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than requested memory for kv "
+                     r"\((-?[\d.]+)/([\d.]+) GiB\)")
+
+
+def _cpu_kv(p: ParseState, msg: str) -> Failure | None:
+    """vLLM's CPU worker: the KV cache gets utilization x RAM minus what the worker already holds
+    (vllm/v1/worker/cpu_worker.py determine_available_memory); <= 0 or more than is free fails."""
+    m = _CPU_KV.search(msg)
+    if not m:
+        return None
+    avail, total, for_kv, requested = (float(x) for x in m.groups())
+    if for_kv > 0:  # asked for more than is free
+        return Failure("cpu_memory", msg.strip(),
+                       f"only {_fmt(avail)} of {_fmt(total)} GiB RAM is available for a {_fmt(for_kv)} GiB KV cache: "
+                       f"set server.gpu_memory_utilization = {_fraction_that_fits(avail, total)}, or free RAM")
+    consumed = requested - for_kv
+    need = math.ceil((consumed + max(0.25, consumed / 2)) / total * 100) / 100 if total > 0 else None
+    return Failure("no_cache_memory", msg.strip(),
+                   f"the worker already holds {consumed:.2f} GiB, more than the {requested:.2f} GiB that "
+                   f"server.gpu_memory_utilization{_util_now(p)} reserves on the CPU backend (the fraction of "
+                   f"{_fmt(total)} GiB RAM): nothing is left for the KV cache; raise server.gpu_memory_utilization"
+                   + (f" to {_fmt(need)} or more" if need else ""))
+
+
 def _dead(p: ParseState, msg: str) -> Failure | None:
     return Failure("engine_dead", msg.strip(), ENGINE_DEAD_FIX)
 
@@ -351,6 +375,7 @@ HARD: tuple[tuple[str, Handler], ...] = (
     ("out of memory", _oom),
     ("OutOfMemoryError", _oom),
     ("less than desired CPU memory", _cpu_mem),
+    ("on kv cache allocation is less than", _cpu_kv),
     ("on startup is less than", _mem_in_use),
     ("Error in memory profiling", _mem_in_use),
     ("cannot open shared object file", _lib),
@@ -392,7 +417,7 @@ HARD: tuple[tuple[str, Handler], ...] = (
 # misses on the first line; joined with the next line(s) it matches, and the fix can name the numbers.
 WRAPPED: dict[Handler, "re.Pattern[str]"] = {
     _max_len: _MAXLEN, _kv_v0: _KV_V0, _mem_in_use: _FREE_MEM, _cpu_mem: _CPU_MEM, _tp: _TP, _bf16: _BF16,
-    _port: _BIND, _lib: _LIB, _oom: _OOM_TOTAL, _module: _MODULE,
+    _cpu_kv: _CPU_KV, _port: _BIND, _lib: _LIB, _oom: _OOM_TOTAL, _module: _MODULE,
 }
 
 
