@@ -117,6 +117,24 @@ class DoctorReady(Message):
 
 
 @message
+class FixProposed(Message):
+    """The shown failure's fix as data (backend.fixes.Proposal), or None when its fix is no settings change."""
+
+    key: tuple[Any, ...]
+    proposal: Any
+
+
+@message
+class FixApplied(Message):
+    """A fix saved into the config file (`settings` read again), or why it was not."""
+
+    proposal: Any
+    path: str | None
+    settings: Any
+    error: str | None = None
+
+
+@message
 class P2PReady(Message):
     """`doctor --p2p`'s report (backend.doctor.p2p.run_p2p), or why it could not run."""
 

@@ -54,16 +54,16 @@ def fix_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _record(prop: Any, path: Any) -> None:
+def record(prop: Any, path: Any) -> None:
     """The events journal (backend/events.py), where this install has one."""
     try:
         from backend import events  # type: ignore[attr-defined]  # the team helper's journal, if landed
     except ImportError:
         return
-    record = getattr(events, "record", None)
-    if callable(record):
+    write = getattr(events, "record", None)
+    if callable(write):
         try:
-            record("fix_applied", kind=prop.kind, changes=[c.to_dict() for c in prop.changes], path=str(path))
+            write("fix_applied", kind=prop.kind, changes=[c.to_dict() for c in prop.changes], path=str(path))
         except Exception:  # noqa: BLE001 - the journal is a record, never a reason to fail the fix
             pass
 
@@ -106,7 +106,7 @@ def cmd_fix(args: argparse.Namespace, wait_ready: Callable[[float, bool], int] |
     except (ConfigError, ValueError) as e:
         return done(1, f"not saved: {e}")
     out["applied"], out["saved_to"] = True, str(path)
-    _record(prop, path)
+    record(prop, path)
     if st.supervisor_pid is not None:  # a supervisor still retrying the old settings
         supervisor_client.stop()
     try:

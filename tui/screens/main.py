@@ -22,6 +22,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from backend.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.screens.events import WATCH_BLOCKED
+from tui.screens.fix_actions import FixActions
 from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
@@ -44,7 +45,7 @@ NARROW_W = 100  # below this many columns the side column becomes the one-line s
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
-class MainScreen(ServerActions, Screen):
+class MainScreen(ServerActions, FixActions, Screen):
     # its stylesheet, screens/main.tcss, is loaded with the app's (tui/app.py)
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),
@@ -66,6 +67,7 @@ class MainScreen(ServerActions, Screen):
         Binding("j", "events", "Events", id="events"),
         Binding("g", "pull", "Get model", id="pull"),
         Binding("h", "history", "History", id="history"),
+        Binding("f", "apply_fix", "Apply the failure's fix", id="fix"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
         Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input
@@ -563,8 +565,10 @@ class MainScreen(ServerActions, Screen):
         last = poll.state.last_failure
         if not failure and last and state in (ServerState.STARTING, ServerState.BACKOFF):  # why the last attempt failed
             self.query_one(FailureBanner).show(last, earlier=True)
+            self.offer_fix(last)
         else:
             self.query_one(FailureBanner).show(failure)
+            self.offer_fix(failure)
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)

@@ -17,17 +17,30 @@ class FailureBanner(Static):
     """
 
     _shown: dict[str, Any] | None = None
+    _earlier = False
+    _fix: dict[str, Any] | None = None  # backend.fixes.Proposal.to_dict() of the shown failure
 
     def show(self, failure: dict[str, Any] | None, earlier: bool = False) -> None:
         """`earlier`: the failure of an earlier attempt, shown while the supervisor tries again."""
         if failure == self._shown and self.has_class("-shown") == bool(failure) \
                 and self.has_class("-earlier") == earlier:
             return  # nothing changed: no redraw
-        self._shown = dict(failure) if failure else None
+        self._shown, self._earlier = (dict(failure) if failure else None), earlier
         self.set_class(bool(failure), "-shown")
         self.set_class(bool(failure) and earlier, "-earlier")
-        if not failure:
+        if failure:
+            self._render_text()
+
+    def show_fix(self, fix: dict[str, Any] | None) -> None:
+        """The failure's fix as a settings diff, the ledger's verdict and the key (or why not)."""
+        if fix == self._fix:
             return
+        self._fix = fix
+        if self._shown:
+            self._render_text()
+
+    def _render_text(self) -> None:
+        failure, earlier, fix = self._shown or {}, self._earlier, self._fix
         text = Text()
         if earlier:
             text.append(f"attempt {failure.get('attempt')} FAILED: {failure.get('kind')} "
@@ -37,4 +50,15 @@ class FailureBanner(Static):
         text.append(f"{failure.get('message', '')}\n")
         text.append("fix: ", "bold")
         text.append(str(failure.get("fix", "")))
+        if fix:
+            text.append("\n")
+            text.append("f: apply and restart  " if fix.get("applicable") else "no one-key fix  ",
+                        "bold reverse" if fix.get("applicable") else "bold")
+            text.append(" · ".join(fix.get("diff") or []))
+            if fix.get("applicable"):
+                verdict = (fix.get("verdict") or {}).get("text")
+                text.append(f"  ({verdict}; saved into {fix.get('target')})" if verdict else
+                            f"  (saved into {fix.get('target')})", "italic")
+            else:
+                text.append(f"  {fix.get('blocked')}", "italic")
         self.update(text)

@@ -1,0 +1,53 @@
+"""Pilot tests of the one-key fix (f): the failure banner shows the fix as a diff with the ledger's
+verdict; f saves it into the config file in use (comments kept) and restarts; a fix that comes from
+--set is shown with what to change instead and never applied."""
+
+from __future__ import annotations
+
+from backend.settings import load
+from backend.supervisor_client import Poll
+from tests.helpers.console import ScriptedClient, wait_until
+from tui.app import make_app
+from tui.widgets.failure_banner import FailureBanner
+
+KV = {"kind": "kv_cache_too_small", "fix": "lower server.max_model_len",
+      "message": "ValueError: To serve at least one request with the models's max seq len (32768), (0.38 GiB KV "
+                 "cache) is needed, which is larger than the available KV cache memory (0.27 GiB). Based on the "
+                 "available memory, the estimated maximum model length is 23648."}
+CONFIG = '# my box\n[server]\nmodel = "Qwen/Qwen2.5-0.5B-Instruct"\nmax_model_len = 32768  # long chats\n'
+
+
+def app_for(tmp_path, *overrides):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(CONFIG)
+    client = ScriptedClient([Poll(state={"state": "failed", "failure": KV})])
+    return make_app(load(config=str(cfg), overrides=["console.on_exit=ask", *overrides]), client), client, cfg
+
+
+def banner_text(app) -> str:
+    return str(app.screen.query_one(FailureBanner).render())
+
+
+async def test_f_saves_the_fix_into_the_file_and_restarts(qhome, tmp_path):
+    app, client, cfg = app_for(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until(pilot, lambda: "f: apply and restart" in banner_text(app), tries=200)
+        text = banner_text(app)
+        assert "server.max_model_len: 32768 -> 23648" in text and "the ledger says it fits" in text
+        await pilot.press("f")
+        assert await wait_until(pilot, lambda: "start" in client.actions, tries=200)
+        assert client.actions == ["stop", "start"]  # the restart, on the saved settings
+        saved = cfg.read_text()
+        assert "max_model_len = 23648" in saved and "# my box" in saved and "# long chats" in saved
+        assert app.settings.server["max_model_len"] == 23648
+
+
+async def test_a_fix_from_set_says_what_to_change_and_f_does_not_apply_it(qhome, tmp_path):
+    app, client, cfg = app_for(tmp_path, "server.max_model_len=32768")
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until(pilot, lambda: "no one-key fix" in banner_text(app), tries=200)
+        assert "--set server.max_model_len=23648" in banner_text(app)
+        await pilot.press("f")
+        assert await wait_until(pilot, lambda: any("not applied: server.max_model_len comes from `--set" in n.message
+                                                   for n in app._notifications))
+        assert client.actions == [] and cfg.read_text() == CONFIG

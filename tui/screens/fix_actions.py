@@ -1,0 +1,85 @@
+"""The main screen's one-key fix (f): the shown failure's fix as data (backend/fixes.py) with the
+ledger's verdict in the failure banner; f saves it into the config file in use and restarts.
+
+A mixin of MainScreen (kept apart so each module stays small). The proposal is computed in a thread
+once per failure (the ledger reads the model's config); handlers by name, as a mixin's must be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from textual import work
+
+from tui.messages import FixApplied, FixProposed
+from tui.widgets.failure_banner import FailureBanner
+
+
+class FixActions:
+    """Expects: self.app (QwenApp), self.compute_plan, self.restart_after_plan (MainScreen)."""
+
+    fix_key: tuple[Any, ...] | None = None
+    fix: Any = None  # the backend.fixes.Proposal shown, or None
+
+    def offer_fix(self, failure: Mapping[str, Any] | None) -> None:
+        """Called with the failure the banner shows: a new one gets its proposal computed."""
+        key = (failure.get("kind"), failure.get("message"), failure.get("attempt")) if failure else None
+        if key == self.fix_key:
+            return
+        self.fix_key, self.fix = key, None
+        self.query_one(FailureBanner).show_fix(None)
+        if failure and key is not None:
+            self.propose_worker(key, dict(failure))
+
+    @work(group="fix", exclusive=True, exit_on_error=False)
+    async def propose_worker(self, key: tuple[Any, ...], failure: dict[str, Any]) -> None:
+        from backend import fixes  # start-up: loaded on first use, not before the console's first frame
+
+        prop = await asyncio.to_thread(fixes.propose, failure, self.app.settings)
+        self.post_message(FixProposed(key, prop))
+
+    def on_fix_proposed(self, message: FixProposed) -> None:
+        if message.key != self.fix_key:
+            return  # an older failure's
+        self.fix = message.proposal
+        self.query_one(FailureBanner).show_fix(
+            message.proposal.to_dict() if message.proposal else None)
+
+    def action_apply_fix(self) -> None:
+        prop = self.fix
+        if prop is None:
+            self.notify("no one-key fix: nothing failed, or the fix is no settings change (read the banner)",
+                        severity="warning")
+            return
+        if not prop.applicable:
+            self.notify(f"not applied: {prop.blocked}", severity="warning", timeout=10)
+            return
+        self.apply_worker(prop)
+
+    @work(group="fix-apply", exclusive=True, exit_on_error=False)
+    async def apply_worker(self, prop: Any) -> None:
+        from backend import fixes  # start-up: loaded on first use, not before the console's first frame
+        from backend.errors import ConfigError
+
+        try:
+            path, new = await asyncio.to_thread(fixes.apply, prop, self.app.settings)
+            self.post_message(FixApplied(prop, str(path), new))
+        except (ConfigError, ValueError, OSError) as e:
+            self.post_message(FixApplied(prop, None, None, error=str(e)))
+
+    def on_fix_applied(self, message: FixApplied) -> None:
+        if message.error:
+            self.notify(f"fix not saved: {message.error}", severity="error", timeout=10)
+            return
+        self.app.reload_settings(message.settings)
+        diff = "; ".join(c.diff() for c in message.proposal.changes)
+        self.notify(f"saved {diff} to {message.path}; restarting", timeout=8)
+        from backend.cli.fix_cmd import record  # start-up: loaded on first use
+
+        record(message.proposal, message.path)
+        self.fix = None
+        self.query_one(FailureBanner).show_fix(None)
+        self.restart_after_plan = True  # the restart runs on the fixed settings' plan (MainScreen.plan_ready)
+        self.compute_plan()
