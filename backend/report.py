@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from backend import statefile, supervisor_client
+from backend import stacks, statefile, supervisor_client
 from backend.doctor import Env, run_checks
 from backend.doctor.context import site_dirs
 from backend.doctor.cuda_libs import _field, _metadata, detect
@@ -281,6 +281,7 @@ def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | Non
             "doctor": doctor(settings, monitor),
             "log": log_excerpt(failing_log(st)),
             "environment": environment(settings),
+            "stacks": stacks.latest(st.get("log_path")) if st.get("log_path") else None,
         }
     finally:
         if own and monitor is not None:
@@ -356,6 +357,11 @@ def render(data: dict[str, Any], redaction: str | None) -> str:
         out.append("```")
     else:
         out.append(log.get("note") or "no log")
+    if data.get("stacks"):  # `qwen-tui stacks` (or k in the console) during this launch
+        d = data["stacks"]
+        out += ["", "## Stacks of the server's processes", "",
+                f"Dumped {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(d['at']))} by {d['tool']}:", "", "```"]
+        out += stacks.format_text(d).splitlines()[1:] + ["```"]
     env = data["environment"]
     out += ["", "## Environment", "", "[server.env]:", "", "```"]
     out += [f"{k}={val}" for k, val in env["server_env"].items()] or ["(empty)"]

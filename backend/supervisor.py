@@ -127,6 +127,7 @@ class Supervisor:
         self.adopted_argv: list[str] | None = None
         self._log_offset = 0  # where the reader starts in the log (an adopted log: its end)
         self._journalled: set[tuple[str, int, int]] = set()
+        self._phase_since: float | None = None  # when the parser's phase last changed (time.time())
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
@@ -201,6 +202,8 @@ class Supervisor:
             "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
                                                  "max_concurrency", "max_concurrency_tokens",
                                                  "weights_gib", "weights_seconds", "phase")},
+            # when this phase began, on this clock (the hang watchdog, backend/watchdog.py)
+            "phase_since": self._phase_since or self.started_at,
             **self.sleep.fields(self.state),
         }
 
@@ -217,6 +220,7 @@ class Supervisor:
         self.ready_at = None
         self._health_fail_since = None
         self.started_at = time.time()
+        self._phase_since = None
         self._launch_failed = asyncio.Event()
         self.sleep.reset()
         # vLLM writes its log itself (a file, not a pipe to us): if this supervisor dies, the log
@@ -298,13 +302,16 @@ class Supervisor:
             await asyncio.sleep(LOG_POLL_S)
 
     def _on_line(self, line: str) -> None:
+        phase = self.parser.phase
         try:
             events = self.parser.feed(line, time.time())
         except Exception:  # a parser bug must never take the server down
             events = []
+        if self.parser.phase != phase:
+            self._phase_since = time.time()
         if self.on_line:
             self.on_line(line)
-        if any(type(e).__name__ in ("Figure", "Failure") for e in events):
+        if any(type(e).__name__ in ("Figure", "Failure", "Milestone") for e in events):  # a phase: the watchdog
             self._write_state()
         if any(isinstance(e, Failure) and e.kind == "engine_dead" for e in events):
             self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
@@ -345,8 +352,9 @@ class Supervisor:
                         self._set("ready", f"{took:.1f} s after launch")
                         from backend import startup_history  # the next start of these settings expects it
 
+                        phases = {ph: d for ph, _, d in self.parser.phase_durations() if d is not None}
                         await asyncio.to_thread(startup_history.record, argv_hash(self.launch.argv), took,
-                                                self.state_path.parent / "startups.json")
+                                                self.state_path.parent / "startups.json", phases)
                 elif ok:
                     self._health_fail_since = None
                 elif self.state == "ready" and not self.sleep.busy:  # asleep, or going to sleep: not failed

@@ -82,7 +82,7 @@ def status() -> ServerStatus:
                             attempts=last.get("attempts") or [])
     figures = dict(data.get("figures") or {})
     started = data.get("started_at")
-    return ServerStatus(
+    st = ServerStatus(
         state=ServerState.parse(data.get("state")) or ServerState.STOPPED, supervised=True,
         pid=data.get("pid"), supervisor_pid=data.get("supervisor_pid"), port=data.get("port"),
         base_url=data.get("base_url"), uptime_s=round(time.time() - started, 1) if started else None,
@@ -98,6 +98,23 @@ def status() -> ServerStatus:
         attempts=data.get("attempts") or [], reaping_pids=data.get("reaping_pids") or [],
         # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
         sleep={k: data.get(k) for k in SLEEP_KEYS})
+    return _with_stall(st, data, figures)
+
+
+def _with_stall(st: ServerStatus, data: Mapping[str, Any], figures: Mapping[str, Any]) -> ServerStatus:
+    """A starting server's "stall" (backend/watchdog.py): null, or its phase past its deadline."""
+    if st.state is not ServerState.STARTING:
+        return st
+    return st.with_extra(stall=stall_of(data))
+
+
+def stall_of(data: Mapping[str, Any], now: float | None = None) -> dict[str, Any] | None:
+    """The watchdog's word on a supervisor's state (its phase, since when, the settings' history)."""
+    from backend import watchdog  # start-up: the console imports this module before its first frame
+
+    usual = startup_history.expected_phases(data.get("argv_hash"), statefile.state_path().parent / "startups.json")
+    return watchdog.check(data.get("state"), (data.get("figures") or {}).get("phase"), data.get("phase_since"),
+                          usual, now)
 
 
 def _sigkill_in(data: dict[str, Any]) -> float | None:

@@ -135,6 +135,15 @@ class FixApplied(Message):
 
 
 @message
+class StacksDumped(Message):
+    """`qwen-tui stacks` from the console (k): where the dump was saved and of how many processes, or why not."""
+
+    path: str | None
+    count: int = 0
+    error: str | None = None
+
+
+@message
 class P2PReady(Message):
     """`doctor --p2p`'s report (backend.doctor.p2p.run_p2p), or why it could not run."""
 

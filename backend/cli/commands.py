@@ -17,6 +17,7 @@ from backend import statefile
 from backend.cli.chat_cmd import chat_args, cmd_chat
 from backend.cli.fix_cmd import cmd_fix, fix_args, proposal_text, with_fix
 from backend.cli.options import global_argv, load_settings, positive_int
+from backend.cli.stacks_cmd import cmd_stacks, stacks_args
 from backend.cli.team import _adoption, _beside
 from backend.example_config import cmd_init_config, init_config_args
 from backend.launch import Launch, build_launch
@@ -271,6 +272,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"now: {m['running']:.0f} running, {m.get('waiting') or 0:.0f} waiting, KV cache "
                   f"{'?' if kv is None else f'{kv * 100:.1f} %'} used, {m.get('generation_tokens') or 0:.0f} "
                   f"tokens generated since start")
+        if st.get("stall"):  # the hang watchdog (backend/watchdog.py)
+            print(f"stalled: {st['stall']['text']}: `qwen-tui stacks` dumps the stacks of its processes")
         if st.get("failure"):
             f = st["failure"]
             print(f"failure: {failure_head(f)}\nfix: {f.get('fix')}")
@@ -661,6 +664,8 @@ COMMANDS = {
     "fix": (partial(cmd_fix, wait_ready=_wait_ready),
             "the last failure's fix as a settings diff with the ledger's verdict; --yes saves it and restarts",
             fix_args),
+    "stacks": (cmd_stacks, "dump the Python stacks of the server's processes (py-spy), for a start that hangs",
+               stacks_args),
     "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
     "chat": (cmd_chat, "stream one reply; continue, list, export, rename or delete saved conversations",
              chat_args),

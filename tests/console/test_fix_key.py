@@ -51,3 +51,18 @@ async def test_a_fix_from_set_says_what_to_change_and_f_does_not_apply_it(qhome,
         assert await wait_until(pilot, lambda: any("not applied: server.max_model_len comes from `--set" in n.message
                                                    for n in app._notifications))
         assert client.actions == [] and cfg.read_text() == CONFIG
+
+
+async def test_a_stalled_start_is_on_the_status_line_and_k_dumps_the_stacks(qhome, tmp_path):
+    from tui.widgets.status_bar import StatusBar
+
+    stall = {"phase": "loading_weights", "text": "loading weights for 6 min (usually 40 s)", "dump": "qwen-tui stacks"}
+    client = ScriptedClient([Poll(state={"state": "starting", "stall": stall})])
+    app = make_app(load(overrides=["console.on_exit=ask"]), client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        bar = app.screen.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "loading weights for 6 min (usually 40 s): k dumps the stacks"
+                                in bar.last_text, tries=200)
+        await pilot.press("k")  # no supervised server in this test's state dir: it says so
+        assert await wait_until(pilot, lambda: any("no server process to dump" in n.message
+                                                   for n in app._notifications), tries=200)

@@ -1,5 +1,7 @@
 """The main screen's one-key fix (f): the shown failure's fix as data (backend/fixes.py) with the
-ledger's verdict in the failure banner; f saves it into the config file in use and restarts.
+ledger's verdict in the failure banner; f saves it into the config file in use and restarts. And k:
+the stacks of the server's processes (backend/stacks.py), which the status line offers when the hang
+watchdog says a start phase runs far past its usual length.
 
 A mixin of MainScreen (kept apart so each module stays small). The proposal is computed in a thread
 once per failure (the ledger reads the model's config); handlers by name, as a mixin's must be.
@@ -13,7 +15,7 @@ from typing import Any
 
 from textual import work
 
-from tui.messages import FixApplied, FixProposed
+from tui.messages import FixApplied, FixProposed, StacksDumped
 from tui.widgets.failure_banner import FailureBanner
 
 
@@ -83,3 +85,32 @@ class FixActions:
         self.query_one(FailureBanner).show_fix(None)
         self.restart_after_plan = True  # the restart runs on the fixed settings' plan (MainScreen.plan_ready)
         self.compute_plan()
+
+    # -- k: the stacks of a start that hangs ------------------------------------------------------------
+    def action_dump_stacks(self) -> None:
+        self.notify("dumping the stacks of the server's processes…", timeout=3)
+        self.stacks_worker()
+
+    @work(group="stacks", exclusive=True, exit_on_error=False)
+    async def stacks_worker(self) -> None:
+        from backend import stacks, statefile  # start-up: loaded on first use
+
+        def run() -> StacksDumped:
+            state = statefile.read() or {}
+            pids = stacks.server_pids(state)
+            if not pids:
+                return StacksDumped(None, error="no server process to dump")
+            d = stacks.dump(pids, log_path=state.get("log_path"))
+            return StacksDumped(str(stacks.save(d)), len(pids))
+
+        try:
+            self.post_message(await asyncio.to_thread(run))
+        except Exception as e:  # a dump is a diagnostic: say why it failed, never take the console down
+            self.post_message(StacksDumped(None, error=f"{type(e).__name__}: {e}"))
+
+    def on_stacks_dumped(self, message: StacksDumped) -> None:
+        if message.error:
+            self.notify(f"stacks: {message.error}", severity="warning")
+        else:
+            self.notify(f"stacks of {message.count} process(es) saved to {message.path} "
+                        "(t: the report includes them)", timeout=10)

@@ -68,6 +68,7 @@ class MainScreen(ServerActions, FixActions, Screen):
         Binding("g", "pull", "Get model", id="pull"),
         Binding("h", "history", "History", id="history"),
         Binding("f", "apply_fix", "Apply the failure's fix", id="fix"),
+        Binding("k", "dump_stacks", "Dump the server's stacks", id="stacks"),
         Binding("escape", "clear_filters", "Clear filters / close panels", id="clear", show=False),
         Binding("question_mark", "toggle_keys", "Keys", id="keys"),
         Binding("f1", "toggle_keys", "Keys", id="keys-f1", show=False),  # ? is text in an input

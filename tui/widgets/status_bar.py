@@ -60,6 +60,9 @@ class StatusBar(Static):
             text.append(f"  {progress}", style(self.app, colour))
         if pending:
             text.append(f"  {pending}", style(self.app, "accent", "bold"))
+        stall = state.extra.get("stall")  # a start phase far past its usual length (backend/watchdog.py)
+        if stall:
+            text.append(f"  {stall['text']}: k dumps the stacks", style(self.app, "warning", "bold"))
         text.append(f"  {model}  {endpoint}")
         if profile:
             text.append(f"  profile {profile}", style(self.app, "accent"))
