@@ -242,6 +242,12 @@ def _numa(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple
     tp = int(_server(settings, "tensor_parallel_size") or 1) * int(_server(settings, "pipeline_parallel_size") or 1)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     bind = cpu_binding(tp, cores)
+    try:  # the launch's own binding (issue 25's backend/cpu_bind.py) where this checkout has it
+        from backend import cpu_bind  # type: ignore[attr-defined, unused-ignore]
+
+        bind = cpu_bind.binding(cores, tp) if len(cores) >= tp >= 1 else None
+    except ImportError:
+        pass
     if bind is None:
         return None
     return ([Change("server.env", "VLLM_CPU_OMP_THREADS_BIND", bind, settings.env.get("VLLM_CPU_OMP_THREADS_BIND"))],
@@ -251,7 +257,7 @@ def _numa(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple
 BUILDERS: dict[str, Build] = {
     "kv_cache_too_small": _kv, "no_cache_memory": _no_cache, "cpu_memory": _less_util,
     "memory_in_use": _less_util, "nccl_p2p": _p2p, "port_in_use": _port, "max_len_exceeds_model": _max_len,
-    "bf16_unsupported": _bf16, "oom_runtime": _graphs, "numa_binding": _numa,
+    "bf16_unsupported": _bf16, "oom_runtime": _graphs, "numa_binding": _numa, "cpu_binding": _numa,
 }
 
 

@@ -136,6 +136,23 @@ def test_numa_binding_gives_each_rank_its_cores():
     assert fixes.cpu_binding(3, [0, 1]) is None
 
 
+def test_the_cpu_builds_binding_failure_gets_one_core_group_per_rank():
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    msg = ("AssertionError: Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers. Allowed NUMA nodes "
+           "are [0]. Please try to bind threads manually or decrease DP/TP/PP.")
+    s = load(overrides=["server.tensor_parallel_size=2", "planner.device=cpu"])
+    for kind in ("cpu_binding", "numa_binding"):  # issue 25's kind, by either name
+        prop = fixes.propose({"kind": kind, "message": msg}, s, fits())
+        if len(cores) < 2:
+            assert prop is None
+            continue
+        (c,) = prop.changes
+        assert (c.section, c.key) == ("server.env", "VLLM_CPU_OMP_THREADS_BIND")
+        assert c.value.count("|") == 1 and str(cores[0]) in c.value.split("|")[0]
+
+
 def test_kinds_without_a_settings_change_have_no_fix():
     assert fixes.propose({"kind": "weights_incomplete", "message": "x"}, load(), fits()) is None
     assert fixes.propose({"kind": "kv_cache_too_small", "message": "no numbers"}, load(), fits()) is None
