@@ -289,7 +289,7 @@ def origin_block(settings: Settings, changes: list[Change]) -> str | None:
         if (sec, key) in profile and c.section != "server.env":
             return (f"{c.dotted} comes from the profile {settings.profile!r}: set {key} = {_toml(c.value)} in "
                     f"[profiles.{settings.profile}] of the config file, or start without --profile")
-        if (sec, key) in demo and c.section != "server.env":
+        if (sec, key) in demo:  # --demo replaces [server] whole, [server.env] too
             return (f"{c.dotted} is --demo's, whatever the file says: run --demo with "
                     f"--set {c.dotted}={_toml(c.value)}, or serve from a config file without --demo")
     return None

@@ -39,6 +39,13 @@ def fits(ok: bool = True, mml: int = 10**6, problem: str = "weights need more"):
     return Facts(ledger=lambda s: led)
 
 
+@pytest.fixture
+def fake_demo_model(tmp_path, monkeypatch):
+    from backend import demo
+
+    monkeypatch.setattr(demo, "ensure_model", lambda: tmp_path / "demo-model")
+
+
 SMALL = '[server]\nmodel = "Qwen/Qwen2.5-0.5B-Instruct"\n'
 
 
@@ -173,6 +180,11 @@ def test_a_value_from_set_or_a_profile_says_what_to_change_instead(tmp_path):
     s = settings_of(tmp_path, SMALL, overrides=["server.env.NCCL_P2P_DISABLE=0"])
     prop = fixes.propose({"kind": "nccl_p2p", "message": "NCCL error"}, s, fits())
     assert "--set server.env.NCCL_P2P_DISABLE=0" in prop.blocked
+
+
+def test_under_demo_the_file_is_not_used_so_the_fix_says_set(fake_demo_model):
+    prop = fixes.propose({"kind": "nccl_p2p", "message": "NCCL error"}, load(demo=True), fits())
+    assert "--demo's" in prop.blocked and "--set server.env.NCCL_P2P_DISABLE=\"1\"" in prop.blocked
 
 
 def test_a_fix_that_changes_nothing_is_not_offered():
