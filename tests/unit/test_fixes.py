@@ -90,8 +90,12 @@ def test_no_cache_memory_on_the_h200_is_the_lowest_utilization_the_ledger_fits(t
     assert prop.verdict["fits"] is True and prop.applicable
     from backend.ledger import plan_from_settings
 
-    below = fixes._with(s, [Change("server", "gpu_memory_utilization", round(new - 0.01, 2))])
-    assert not plan_from_settings(below, check_free=False).fits  # the lowest that fits
+    lowest = round(new - fixes.UTIL_MARGIN, 2)  # the lowest that fits, and 2 points more
+    assert plan_from_settings(fixes._with(s, [Change("server", "gpu_memory_utilization", lowest)]),
+                              check_free=False).fits
+    below = fixes._with(s, [Change("server", "gpu_memory_utilization", round(lowest - 0.01, 2))])
+    assert not plan_from_settings(below, check_free=False).fits
+    assert f"the ledger fits it from {lowest:g}" in prop.why
 
 
 def test_no_cache_memory_on_the_cpu_build_raises_utilization_past_the_workers_own_memory():
@@ -103,8 +107,8 @@ def test_no_cache_memory_on_the_cpu_build_raises_utilization_past_the_workers_ow
     assert f["kind"] == "no_cache_memory" and "raise server.gpu_memory_utilization to 0.05" in f["fix"]
     s = load(overrides=["server.gpu_memory_utilization=0.02", "planner.device=cpu"])
     prop = fixes.propose(f, s, fits())
-    # the worker holds 0.69 GiB; 0.25 GiB more for the KV cache, of 23.35 GiB: 0.04 rounded up to whole percents
-    assert prop.changes == [Change("server", "gpu_memory_utilization", 0.05, 0.02)]
+    # the worker holds 0.69 GiB, 0.35 GiB more for the KV cache, of 23.35 GiB: 0.045 -> 0.05, plus 2 points
+    assert prop.changes == [Change("server", "gpu_memory_utilization", 0.07, 0.02)]
 
 
 def test_cpu_memory_lowers_utilization_to_what_is_free():
