@@ -25,7 +25,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "state": (str,), "detail": (str,), "supervisor_pid": (int,), "supervisor_create_time": _NUM,
     "supervisor_cmdline": (str,), "pid": (int,), "pid_create_time": _NUM, "pgid": (int,),
     "host": (str,), "port": (int,), "base_url": (str,), "served_model_name": (str,),
-    "served_models": (list,), "started_at": _NUM, "ready_at": _NUM, "updated_at": _NUM,
+    "served_models": (list,), "started_at": _NUM, "ready_at": _NUM, "updated_at": _NUM, "phase_since": _NUM,
     "restarts": (int,), "log_path": (str,), "argv": (list,), "argv_hash": (str,), "env": (dict,),
     "settings": (dict,), "failure": (dict,), "stop_report": (str,), "gpu_release": (dict,),
     "figures": (dict,), "reaping_pids": (list,), "state_dir": (str,),
