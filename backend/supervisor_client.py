@@ -102,10 +102,9 @@ def status() -> ServerStatus:
 
 
 def _with_stall(st: ServerStatus, data: Mapping[str, Any], figures: Mapping[str, Any]) -> ServerStatus:
-    """A starting server's "stall" (backend/watchdog.py): null, or its phase past its deadline."""
-    if st.state is not ServerState.STARTING:
-        return st
-    return st.with_extra(stall=stall_of(data))
+    """A starting server's "stall" (backend/watchdog.py), a key only while its phase is past its deadline."""
+    stall = stall_of(data) if st.state is ServerState.STARTING else None
+    return st.with_extra(stall=stall) if stall else st
 
 
 def stall_of(data: Mapping[str, Any], now: float | None = None) -> dict[str, Any] | None:
