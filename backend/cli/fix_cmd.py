@@ -55,17 +55,11 @@ def fix_args(p: argparse.ArgumentParser) -> None:
 
 
 def record(prop: Any, path: Any) -> None:
-    """The events journal (backend/events.py), where this install has one."""
-    try:
-        from backend import events  # type: ignore[attr-defined]  # the team helper's journal, if landed
-    except ImportError:
-        return
-    write = getattr(events, "record", None)
-    if callable(write):
-        try:
-            write("fix_applied", kind=prop.kind, changes=[c.to_dict() for c in prop.changes], path=str(path))
-        except Exception:  # noqa: BLE001 - the journal is a record, never a reason to fail the fix
-            pass
+    """The fix in the events journal (backend/events.py: who changed what, in `qwen-tui events`)."""
+    from backend import events  # only once a fix is saved
+
+    events.record_event("fix", "saved", kind=prop.kind, path=str(path),
+                        diff={c.dotted: [c.old, c.value] for c in prop.changes})
 
 
 def cmd_fix(args: argparse.Namespace, wait_ready: Callable[[float, bool], int] | None = None) -> int:

@@ -51,6 +51,10 @@ def test_fix_yes_saves_starts_and_waits_for_ready(failed, capsys):
     assert out["fix"]["changes"][0]["value"] == 23648
     assert "max_model_len = 23648  # mine" in cfg.read_text()
     assert starts == [["--config", str(cfg)]]
+    from backend import events
+
+    (ev,) = [e for e in events.read_events() if e["action"] == "fix"]
+    assert ev["diff"] == {"server.max_model_len": [32768, 23648]} and ev["kind"] == "kv_cache_too_small"
 
 
 def test_a_fix_from_set_is_refused_with_exit_1(failed, capsys):
