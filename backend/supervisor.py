@@ -135,7 +135,10 @@ class Supervisor:
         self.state, self.detail = state, detail
         self._write_state()
         if self.recorder is not None:  # a queue put: never blocks the loop
-            self.recorder.event("restart" if state == "starting" and self.restarts else state, detail)
+            # a process that ended unasked is "stopping" while it is cleaned up: the history calls it died
+            died = state == "stopping" and not self._stop_requested.is_set()
+            self.recorder.event("restart" if state == "starting" and self.restarts else "died" if died else state,
+                                detail)
         key = (state, self.restarts, id(self.proc))
         if key not in self._journalled and "cleaning up" not in detail:  # once per state and attempt
             self._journalled.add(key)

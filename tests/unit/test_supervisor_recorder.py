@@ -25,4 +25,19 @@ async def test_a_supervisors_states_are_recorded_and_its_loop_never_waits_on_the
     assert not sup.recorder._thread.is_alive()  # stopped with the supervisor, its queue written out
     kinds = [e["kind"] for e in history.load(recorder.db_path(sup.state_path.parent), 3600).events]
     assert kinds[0] == "starting" and kinds[-2:] == ["stopping", "stopped"] and len(kinds) == 1 + 100 + 2
+    assert "died" not in kinds  # a stop that was asked for is not a death
     assert per_set < 0.05, per_set
+
+
+async def test_a_kill_9_is_recorded_as_died_then_failed(qhome) -> None:
+    import os
+    import signal
+
+    sup = _supervisor(qhome)
+    run = asyncio.create_task(sup.run())
+    await until(lambda: sup.state == "starting" and len(engine_pids(sup)) == 1)
+    os.kill(sup.proc.pid, signal.SIGKILL)
+    assert await asyncio.wait_for(run, 30) == 1  # restart="never"
+    kinds = [e["kind"] for e in history.load(recorder.db_path(sup.state_path.parent), 3600).events]
+    assert kinds[0] == "starting" and "died" in kinds and kinds[-1] == "failed", kinds
+    assert "stopping" not in kinds  # nobody asked it to stop

@@ -40,11 +40,11 @@ SERIES: list[tuple[str, str, float, str]] = [
     ("GPU power", "gpu_power_w_mean", 1, "{:.0f} W"),
 ]
 # event kind -> (mark, rank: the worst of a slice is shown)
-MARKS = {"failed": ("F", 0), "restart": ("↻", 1), "idle_sleep_failed": ("!", 1), "backoff": ("B", 2),
+MARKS = {"failed": ("F", 0), "died": ("F", 0), "restart": ("↻", 1), "idle_sleep_failed": ("!", 1), "backoff": ("B", 2),
          "stopped": ("x", 3), "stopping": ("x", 4), "sleeping": ("z", 5), "idle_sleep": ("z", 5),
          "ready": ("R", 6), "starting": ("S", 7)}
 SHIFT_MOST = 2
-LEGEND = "S start  R ready  F failed  ↻ restart  z sleep  x stop"
+LEGEND = "S start  R ready  F failed/died  ↻ restart  z sleep  x stop"
 
 
 def spark(values: list[float | None], top: float | None = None) -> str:
