@@ -1,8 +1,9 @@
 """The demo default: a tiny random-weight Qwen2 model, generated locally, served by vLLM's CPU build.
 
 Nothing is downloaded. The model has Qwen2.5's architecture and head_dim (128: vLLM's CPU attention
-rejects small head dims such as 16), its own byte-level BPE tokenizer trained on a few lines of text,
-and the ChatML chat template. Weights are written as BF16 safetensors without torch.
+rejects small head dims such as 16), its own byte-level BPE over ASCII symbols only (every id whole text, so
+random weights print word salad, not broken bytes), and the ChatML chat template. Weights are
+written as BF16 safetensors without torch.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from backend import paths
 
-MODEL_VERSION = 2  # bump when the generated files change
+MODEL_VERSION = 3  # bump when the generated files change (an older version's folder is removed)
 SERVED_NAME = "qwen-tui-demo"
 
 CONFIG: dict[str, Any] = {
@@ -136,19 +137,69 @@ def write_safetensors(path: Path, specs: list[tuple[str, list[int], str]], seed:
             f.write(blob)
 
 
+# Words beside the corpus's own, trained into the tokenizer too and filling the ids up to a multiple
+# of 64: random weights pick ids at random, and each is then ASCII text (mostly whole words).
+VOCAB = 576
+EXTRA_WORDS = (
+    "the a an of to and in is it that for on with as at by from this be are was not or but all can will one "
+    "more some time day way model server token cache memory batch layer weight graph prompt reply fast slow "
+    "quiet ready warm cold long short new old first last next every each other same large small runs waits "
+    "reads writes holds sends keeps takes gives starts stops fits grows answer question number word line "
+    "queue request stream rate peak share free full empty open close start stop hello world system user "
+    "assistant").split()
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    """GPT-2's table (what tokenizers' ByteLevel uses): printable Latin-1 bytes map to themselves,
+    the others to chr(256 + n) in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1), *range(ord("\xae"), 256)]
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
 def _train_tokenizer(out: Path) -> int:
+    """A byte-level BPE (the layout Qwen2's tokenizer class reads: transformers 5 rebuilds its
+    pipeline from vocab and merges) whose symbols are printable ASCII, space, tab and newline only:
+    every id decodes to whole, printable text. With the 256 byte symbols (v2) random weights printed
+    parts of UTF-8 characters (`LLem\ufffd returneco"\ufffd\ufffd`). Characters outside ASCII in a
+    prompt are left out when it is encoded: the demo's model is random, the count is what matters.
+    Returns the vocab size, filled up to a multiple of 64 with words (an embedding row without an
+    id of the tokenizer would decode to nothing)."""
     # tokenizers is large: only to make the demo model, once
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+    table = _byte_to_unicode()
+    ascii_chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
+    alphabet = sorted({table[ord(c)] for c in ascii_chars})
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=640, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
-    tok.save(str(out / "tokenizer.json"))
-    return tok.get_vocab_size()
+    # 576 ids, as the v2 model had: its weights (and every figure planned or measured from them) are the same
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIAL, show_progress=False,
+                                  initial_alphabet=alphabet, limit_alphabet=len(alphabet))
+    words = " ".join(EXTRA_WORDS)
+    tok.train_from_iterator([*CORPUS, words, words.title()] * 4, trainer=trainer)
+    path = out / "tokenizer.json"
+    tok.save(str(path))
+    data = json.loads(path.read_text())
+    vocab = data["model"]["vocab"]
+    n = len(vocab)
+    fill = ("\u0120" + w for w in [*EXTRA_WORDS, *(w.title() for w in EXTRA_WORDS), *(w.upper() for w in EXTRA_WORDS)])
+    for token in fill:  # ids without merges: never produced by encoding, each decodes to a word
+        if n % 64 == 0:
+            break
+        if token not in vocab:
+            vocab[token] = n
+            n += 1
+    path.write_text(json.dumps(data, ensure_ascii=False))
+    return n
 
 
 def generate(target: Path) -> Path:
@@ -156,8 +207,7 @@ def generate(target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".demo-", dir=target.parent))
     try:
-        n_tok = _train_tokenizer(tmp)
-        vocab = -(-n_tok // 64) * 64  # embedding rows, padded as real checkpoints do
+        vocab = _train_tokenizer(tmp)  # a multiple of 64 ids, each a word: no id without text
         ids = {t: SPECIAL.index(t) for t in SPECIAL}
         cfg = dict(CONFIG, vocab_size=vocab, bos_token_id=ids["<|endoftext|>"],
                    eos_token_id=ids["<|im_end|>"])
@@ -184,6 +234,9 @@ def ensure_model() -> Path:
     target = model_dir()
     if not (target / "model.safetensors").is_file():
         generate(target)
+        for old in target.parent.glob("demo-qwen2-tiny-v*"):  # an older tokenizer's model: not used again
+            if old != target and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
     return target
 
 

@@ -232,3 +232,20 @@ async def test_a_settled_server_is_polled_less_often_than_one_that_is_starting(q
             counts[state["state"]] = len(calls) - start
     assert counts["ready"] <= 6, counts  # 0.5 s apart
     assert counts["starting"] >= counts["ready"] + 2, counts  # 0.2 s apart
+async def test_the_demos_chat_says_its_model_has_random_weights(qhome, monkeypatch):
+    from backend import demo
+    from tui.widgets.chat_pane import ChatPane
+
+    monkeypatch.setattr(demo, "ensure_model", lambda: qhome / "demo-model")
+    app, _ = app_with([Poll(state=READY, parsed=PARSED)], qhome)
+    app.settings = __import__("backend.settings", fromlist=["load"]).load(demo=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("c")
+        pane = app.screen.query_one(ChatPane)
+        assert await wait_until(pilot, lambda: pane.built, tries=100)
+        head = str(pane.query_one("#chat-log").query(Static).first().render())
+        assert head.startswith("demo model: random weights")
+        await pilot.press("ctrl+n")
+        assert await wait_until(pilot, lambda: "new conversation" in str(
+            pane.query_one("#chat-log").query(Static).first().render()))
+        assert str(pane.query_one("#chat-log").query(Static).first().render()).startswith("demo model: random")

@@ -1,6 +1,7 @@
 """End to end on the real vLLM CPU demo server: a setting edited from `e` in --demo goes to the demo
 settings file (not the user's config), `r` restarts the demo, and the running server's argv has the
-new value (read from /proc, not from what the console believes)."""
+new value (read from /proc, not from what the console believes). Then a chat on that server: the demo
+model's replies are whole printable words (its word-level tokenizer)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.e2e import START_TIMEOUT, demo_server, pilot_waiter, status
+from tests.helpers.e2e import START_TIMEOUT, cli, demo_server, pilot_waiter, status
 
 pytestmark = pytest.mark.e2e
 
@@ -49,4 +50,11 @@ async def test_a_demo_setting_edited_from_e_reaches_the_server_after_r(tmp_path,
             argv = _cmdline(status()["pid"])
             assert argv[argv.index("--max-num-seqs") + 1] == "6", argv
             app.exit()
+        # the same server: the demo's random model replies in whole printable words (its tokenizer), and the
+        # text-mode chat writes no control byte
+        r = cli("--demo", "chat", "--max-tokens", "48", "say something", timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() and "\ufffd" not in r.stdout, r.stdout
+        assert all(c.isprintable() or c in "\n\t" for c in r.stdout), repr(r.stdout)
+        assert len(r.stdout.split()) >= 5, repr(r.stdout)  # word salad: words, not bytes
         assert "max_num_seqs = 6" in demo.settings_path().read_text()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # start-up: the pane's content and its store load when the ch
     from backend.conversation_store import Store
     from tui.widgets.reply import ReplyView
 
+DEMO_NOTE = "demo model: random weights (its replies are word salad, not answers)\n"
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
 HELP = ("Ask the served model something. Every key here is text. enter: send · esc: stop the reply "
         "(kept, marked cut) · esc esc: back to the log · ctrl+n: new chat (this one stays saved) · "
@@ -114,7 +115,7 @@ class ChatPane(Vertical):
             # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
             # routes it there) and must not select, then replace, what was already typed
             await self.mount_all([
-                Transcript(Static(HELP, classes="figures"), id="chat-log"),
+                Transcript(Static(self._demo_note() + HELP, classes="figures"), id="chat-log"),
                 Vertical(ChatInput(placeholder="message (enter: send)", id="chat-input", select_on_focus=False),
                          Static("context: counted when you send", id="chat-budget", markup=False),
                          cursor, id="chat-foot")])
@@ -122,6 +123,10 @@ class ChatPane(Vertical):
         if self._endpoint_value is not None and not self.streaming:
             self.max_model_len, self._known = None, None
             self.refresh_budget()  # a server that was up before the chat was first shown
+
+    def _demo_note(self) -> str:
+        """The chat's head line in --demo: its replies are a random model's, not a broken terminal."""
+        return DEMO_NOTE if getattr(self.app.settings, "demo", False) else ""
 
     @property
     def endpoint(self) -> tuple[str, str] | None:
@@ -414,7 +419,7 @@ class ChatPane(Vertical):
         log = self.query_one("#chat-log", Transcript)
         log.cursor = -1
         await log.remove_children()
-        await log.mount(Static(header, classes="figures", markup=False))
+        await log.mount(Static(self._demo_note() + header, classes="figures", markup=False))
         replies: list[tuple[ReplyView, str]] = []
         widgets: list = []
         for t in conv.turns:
