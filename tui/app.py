@@ -31,7 +31,7 @@ WORKER_PURPOSE = {
     "conversations": "the conversation list", "sweep": "the sweep", "render": "a reply's render",
     "open": "the streamed reply's render", "chat-budget": "the context budget", "chat-preload": "the chat preload",
     "chat-copy": "the copy", "quit": "the stop before quitting", "history": "the history view",
-    "p2p": "the P2P check",
+    "p2p": "the P2P check", "fix": "the fix's proposal", "fix-apply": "applying the fix", "stacks": "the stack dump",
 }
 
 
