@@ -195,18 +195,25 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
         env["VLLM_TARGET_DEVICE"] = "cpu"
     if settings.server.get("enable_sleep_mode"):
         env.update(SLEEP_ENV)
+    problems: list[str] = []
+    if cpu:  # more workers than NUMA nodes: vLLM's auto binding would assert (backend/cpu_bind.py)
+        from backend import cpu_bind
+
+        bind, problem = cpu_bind.plan(settings.server, settings.env)
+        env.update(bind)
+        problems += [problem] if problem else []
     env.update(settings.env)
     from backend import apikey  # only when the key is resolved: start-up
     from backend.errors import ConfigError
 
-    problems: list[str] = []
     secret: dict[str, str] = {}
     if "VLLM_API_KEY" in env:  # put there by [server.env]: still a secret
         secret["VLLM_API_KEY"] = env.pop("VLLM_API_KEY")
     try:
         key = apikey.resolve(settings)
     except ConfigError as e:
-        key, problems = None, [str(e)]
+        key = None
+        problems.append(str(e))
     if key:
         secret["VLLM_API_KEY"] = key
     if any(a == "--api-key" or str(a).startswith("--api-key=") for a in settings.extra_args):
