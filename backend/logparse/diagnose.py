@@ -355,6 +355,22 @@ def _cpu_kv(p: ParseState, msg: str) -> Failure | None:
                    + (f" to {_fmt(need)} or more" if need else ""))
 
 
+_BIND_RANKS = re.compile(r"threads of (\d+) local CPUWorkers|local world size (\d+)")
+
+
+def _cpu_bind(p: ParseState, msg: str) -> Failure | None:
+    """vLLM's CPU build could not bind its workers' OpenMP threads (vllm/utils/ompmultiprocessing.py):
+    "auto" needs a NUMA node per worker; a manual list needs one entry per worker."""
+    m = _BIND_RANKS.search(msg)
+    n = int(m.group(1) or m.group(2)) if m else 2
+    example = "|".join(str(i) for i in range(n))
+    return Failure("cpu_binding", msg.strip(),
+                   f'give each of the {n} CPU workers its own cores: VLLM_CPU_OMP_THREADS_BIND = "{example}" in '
+                   f'[server.env] (one core list per rank, ranks split by "|", e.g. "0-3|4-7"; vLLM\'s "auto" '
+                   f"needs a NUMA node per rank), or remove VLLM_CPU_OMP_THREADS_BIND from [server.env] and "
+                   f"qwen-tui sets it from the cores it may use; or lower server.tensor_parallel_size")
+
+
 def _dead(p: ParseState, msg: str) -> Failure | None:
     return Failure("engine_dead", msg.strip(), ENGINE_DEAD_FIX)
 
@@ -409,6 +425,8 @@ HARD: tuple[tuple[str, Handler], ...] = (
     (": error: ", _argparse),
     ("Bfloat16 is only supported", _bf16),
     ("must be divisible by tensor parallel size", _tp),
+    ("Not enough allowed NUMA nodes", _cpu_bind),
+    ("doesn't match local world size", _cpu_bind),
     ("EngineDeadError", _dead),
     ("Engine loop has died", _dead),
 )
@@ -459,6 +477,17 @@ WRAPPERS: tuple[str, ...] = (
     "Error executing method",
     "Engine core proc",
 )
+
+# Exception lines that only pass on a failure from elsewhere ("see root cause above"): never the root cause.
+RETHROWN: tuple[str, ...] = ("EngineDeadError", "Executor failed", "See root cause above", "See stack trace (above)",
+                             "root cause")
+# Lines that are a root cause without being an exception: a process of the group vanished (kill -9, OOM killer).
+DIED: tuple[str, ...] = ("died unexpectedly",)
+
+
+def is_wrapper(line: str) -> bool:
+    return any(k in line for k in WRAPPERS) or any(k in line for k in RETHROWN)
+
 
 # Soft evidence: on WARNING lines (vLLM keeps going) or in traceback frames; used only when the
 # process fails without a hard signature.

@@ -6,7 +6,7 @@ Plain Python, no UI imports: the supervisor, the CLI and the TUI all consume the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 # Startup phases in the order vLLM goes through them, then the two terminal phases.
 PHASES: tuple[str, ...] = (
@@ -46,6 +46,7 @@ RESTART: dict[str, str] = {
     "bad_argument": "permanent",           # vllm serve rejects its arguments
     "bf16_unsupported": "permanent",       # the GPU cannot run bfloat16
     "tp_indivisible": "permanent",         # the heads do not split over tensor_parallel_size GPUs
+    "cpu_binding": "permanent",            # the CPU build cannot bind each worker's threads (VLLM_CPU_OMP_THREADS_BIND)
     "engine_dead": "transient",            # the engine died after it had started
     "oom_unknown": "startup",              # an OOM the log does not place (no load/profile/capture evidence)
     "missing_python_module": "permanent",  # the server's interpreter lacks a Python module
@@ -85,14 +86,19 @@ class Figure:
 @dataclass(frozen=True, slots=True)
 class Failure:
     """A diagnosis: `kind` (one of FAILURE_KINDS), the vLLM line that shows it, and the fix in
-    config.toml terms (server.max_model_len, [server.env] NCCL_P2P_DISABLE, ...)."""
+    config.toml terms (server.max_model_len, [server.env] NCCL_P2P_DISABLE, ...). `context`: the
+    wrapper lines ("Engine core initialization failed ...") said after the root cause, kept as told."""
 
     kind: str
     message: str
     fix: str
+    context: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "message": self.message, "fix": self.fix}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "message": self.message, "fix": self.fix}
+        if self.context:
+            out["context"] = list(self.context)
+        return out
 
 
 Event = Union[Milestone, Figure, Failure]

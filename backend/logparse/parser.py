@@ -83,6 +83,10 @@ class LogParser:
         self._cont: tuple[Any, ...] | None = None          # (handler, text, process, lines): a message that may wrap
         self._held_fig: tuple[Any, ...] | None = None      # (handler, text, rank, t): a figure line a wrap may have cut
         self._tail_exc: str | None = None        # the exception line that ended the last traceback
+        # the root cause: the first exception (or "died unexpectedly") line of the process that failed first,
+        # and the wrapper lines after it; both reset when the server gets ready (what came before was not fatal)
+        self._root: str | None = None
+        self._context: list[str] = []
 
     # -- public API ---------------------------------------------------------------------------------
 
@@ -181,16 +185,34 @@ class LogParser:
 
     def current_failure(self) -> Failure | None:
         if self.hard_failure is not None and self.phase == "failed":
-            return self.hard_failure
+            return self._rooted(self.hard_failure)
         if self.phase == "failed":
-            return self._fallback_failure(self.exit_code)
+            return self._rooted(self._fallback_failure(self.exit_code))
         return None
+
+    def _rooted(self, f: Failure) -> Failure:
+        """A failure whose line is only a wrapper or a bare guess (unknown, engine_dead) says the root cause
+        instead; the wrapper lines after the root cause (and the line it replaced) are kept as context."""
+        root = self._root
+        if root is None:
+            return f
+        replace = f.kind in ("unknown", "engine_dead") and not f.message.startswith(root)
+        message = root if replace else f.message
+        seen = [*self._context, f.message] if replace else self._context
+        context = tuple(c for c in dict.fromkeys(seen) if not message.startswith(c) and not c.startswith(message))
+        return f if (message, context) == (f.message, f.context) else Failure(f.kind, message, f.fix, context[-4:])
 
     @property
     def per_rank(self) -> dict[str, dict[int, Any]]:
         """Per-worker figures, only those whose value differs between ranks."""
         return {k: dict(sorted(v.items())) for k, v in self.rank_figures.items()
                 if len(v) > 1 and len(set(v.values())) > 1}
+
+    @property
+    def every_rank(self) -> dict[str, dict[int, Any]]:
+        """Per-worker figures of a log with more than one worker, equal or not (parse-log's and
+        status's `per_rank`): TP=2 shows both ranks' KV lines, even when they agree."""
+        return {k: dict(sorted(v.items())) for k, v in self.rank_figures.items() if len(v) > 1}
 
     def phase_durations(self) -> list[tuple[str, float | None, float | None]]:
         """(phase, start, seconds until the next phase or None) for each milestone."""
@@ -339,6 +361,13 @@ class LogParser:
             return
         if lvl is not None:
             self._last_error_any = s
+        if not self.stopping and (patterns.EXCEPTION.match(s) or any(k in s for k in diagnose.DIED)) \
+                and not s.split(":", 1)[0].endswith("Warning"):
+            if diagnose.is_wrapper(s):
+                if s not in self._context:
+                    self._context.append(s)
+            elif self._root is None:
+                self._root = s
         in_tb = pkey in self._tb_procs
         if patterns.EXCEPTION.match(s):
             if in_tb or ended_code:
@@ -465,6 +494,7 @@ class LogParser:
                     self._demoted.append(self.hard_failure)
                 self.hard_failure = None
                 self._wrapper = None
+            self._root, self._context = None, []
         elif cur in TERMINAL_PHASES or PHASE_INDEX[phase] <= PHASE_INDEX[cur]:
             return
         self.phase = phase

@@ -45,6 +45,11 @@ def timeline(p: ParseState) -> list[dict[str, Any]]:
     return out
 
 
+def rank_table(p: ParseState) -> dict[str, dict[str, Any]]:
+    """figure -> rank (a string: JSON keys) -> value, for every figure more than one worker logged."""
+    return {name: {str(r): v for r, v in ranks.items()} for name, ranks in p.every_rank.items()}
+
+
 def report(p: ParseState) -> dict[str, Any]:
     out = p.snapshot()
     f = p.figures
@@ -53,7 +58,7 @@ def report(p: ParseState) -> dict[str, Any]:
     lines = p.kv_token_lines
     out["kv_cache_tokens_per_worker"] = list(lines) if len(lines) > 1 else None
     out["breakdown"] = breakdown(p)
-    out["per_rank"] = {name: {str(r): v for r, v in ranks.items()} for name, ranks in p.per_rank.items()}
+    out["per_rank"] = rank_table(p)
     launch = p.launch
     out["launched_at"] = launch.unix if launch is not None else None
     out["timeline"] = timeline(p)

@@ -119,5 +119,7 @@ def format_summary(p: "LogParser") -> str:
         again = {True: " (a restart fails the same way)", False: ""}.get(s["failure_permanent"], "")
         out.append(f"FAILED: {failure['kind']}{again}")
         out.append(f"  vLLM said: {failure['message']}")
+        for line in failure.get("context") or []:  # the wrapper lines said after the root cause
+            out.append(f"  then:      {line}")
         out.append(f"  fix:       {failure['fix']}")
     return "\n".join(out) + "\n"

@@ -92,6 +92,8 @@ SKIP = {
     "v0.19dev-qwen3.5-gguf-tp1-kv-cudagraph-estimate.log":
         "hybrid (linear attention) GGUF model, GPU not stated",
     "v0.2.2-qwen-7b-import-libcudart-fail.log": "import failure, no memory figures",
+    "v0.32.0-cpu-tp2-numa-autobind-fail.log": "fails at the thread binding, before any memory figure",
+    "v0.32.0-cpu-tp2-ready-then-worker-killed.log": "no prediction yet for the CPU build at TP=2 (issue 25's ledger)",
     "v0.20.x-worker_tp0-model-loading-compile-head.log": "model and GPU not stated; no KV lines",
     "v0.32.0-cpu-bad-argument.log": "argument error, no memory figures",
     "v0.32.0-cpu-max-len-exceeds-model.log":

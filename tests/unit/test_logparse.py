@@ -153,6 +153,18 @@ EXPECTED: dict[str, dict] = {
         state=dict(vllm_version="0.32.0", engine="v1", phase="failed"), kind="cpu_memory", header=True,
         fix=["7.57 of 9.21 GiB", "server.gpu_memory_utilization = 0.92", "8.48 GiB",
              "set server.gpu_memory_utilization = 0.8"]),
+    "v0.32.0-cpu-tp2-numa-autobind-fail.log": dict(
+        # the root cause (EngineCore's AssertionError), not the API server's wrapper RuntimeError that ends the log
+        state=dict(vllm_version="0.32.0", engine="v1", phase="failed"), kind="cpu_binding",
+        message="AssertionError: Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers",
+        fix=['VLLM_CPU_OMP_THREADS_BIND = "0|1"', "[server.env]", "server.tensor_parallel_size"]),
+    "v0.32.0-cpu-tp2-ready-then-worker-killed.log": dict(
+        # TP=2 on the CPU build: ready, then kill -9 of Worker_TP1; the root cause is the worker's death
+        state=dict(vllm_version="0.32.0", engine="v1", phase="failed", weights_seconds=0.01, kv_cache_gib=1.02,
+                   kv_cache_tokens=1068416, max_concurrency=521.69, max_concurrency_tokens=2048,
+                   init_engine_seconds=34.62, listen_url="http://127.0.0.1:18611"),
+        kind="engine_dead", message="Worker proc VllmWorker-1 died unexpectedly",
+        figures=dict(kv_cache_budget_gib=9.09)),
     "v0.32.0-cpu-tiny-qwen2-ready.log": dict(
         state=dict(vllm_version="0.32.0", engine="v1", ready=True, phase="ready", weights_seconds=0.02,
                    kv_cache_gib=1.25, kv_cache_tokens=1309184, max_concurrency=639.25, max_concurrency_tokens=2048,
@@ -404,7 +416,8 @@ def test_cli_json_failure_and_exit_code_zero():
     assert data["phase"] == "failed"
     assert data["failure"]["kind"] == "cpu_memory"
     assert data["failure"]["message"].startswith("ValueError: Available memory on node 0 (7.57/9.21 GiB)")
-    assert set(data["failure"]) == {"kind", "message", "fix"}
+    assert set(data["failure"]) == {"kind", "message", "fix", "context"}  # context: the wrapper lines after it
+    assert data["failure"]["context"][-1].startswith("RuntimeError: Engine core initialization failed")
 
 
 def test_cli_skips_fixture_header_annotations():

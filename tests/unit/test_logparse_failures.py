@@ -483,5 +483,6 @@ def test_every_kind_is_reachable():
         "cpu_memory", "missing_cuda_library", "nccl_p2p", "shm_too_small", "weights_incomplete", "model_not_found",
         "port_in_use", "bad_argument", "bf16_unsupported", "tp_indivisible", "engine_dead", "unknown",
         "oom_unknown", "missing_python_module",  # tests/test_logparse_pastes.py
+        "cpu_binding",  # tests/unit/test_root_cause.py
     }
     assert seen == set(FAILURE_KINDS)  # each has a test above
