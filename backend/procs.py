@@ -12,6 +12,7 @@ seen, so a pid the kernel has reused for another program is never signalled and 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass, field, replace
@@ -174,6 +175,34 @@ def with_gpu_memory(procs: Iterable[ProcInfo], gpu_processes: dict[int, int | No
         info = process_info(pid) or ProcInfo(pid, None, None, "?", "(not visible from here)", None, None)
         out.append(replace(info, gpu_bytes=gpu_processes[pid]))
     return out
+
+
+_WORKER_RANK = re.compile(r"Worker_(?:PP(\d+)_)?TP(\d+)")
+
+
+def worker_rank(title: str, tp_size: int | None = None) -> int | None:
+    """The rank in vLLM's worker title: "VLLM::Worker_TP1" -> 1, "VLLM::Worker_PP1_TP0" -> 1 * tp_size + 0;
+    None when the title carries none (a worker that has not been given its rank yet)."""
+    m = _WORKER_RANK.search(title)
+    if not m:
+        return None
+    tp = int(m.group(2))
+    if m.group(1) is None:
+        return tp
+    return int(m.group(1)) * tp_size + tp if tp_size else None
+
+
+def workers(pgid: int, tp_size: int | None = None) -> list[dict[str, Any]]:
+    """The live VLLM::Worker* processes of a server's process group, by rank then pid:
+    {pid, rank, title, rss_bytes} (rank None until vLLM names the worker's rank in its title)."""
+    out = []
+    for pid in group_members(pgid):
+        info = process_info(pid)
+        if info is None or info.role != "worker":
+            continue
+        title = info.cmdline.split()[0] if info.cmdline.startswith(TITLE_PREFIX) else info.name
+        out.append({"pid": pid, "rank": worker_rank(title, tp_size), "title": title, "rss_bytes": info.rss_bytes})
+    return sorted(out, key=lambda w: (w["rank"] is None, w["rank"] or 0, w["pid"]))
 
 
 def descendants(pid: int) -> list[int]:

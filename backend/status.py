@@ -95,6 +95,8 @@ class ServerStatus(Mapping[str, Any]):
     sigkill_in_s: float | None = None
     attempt: int | None = None
     reaping_pids: list[int] = field(default_factory=list)
+    # the server's VLLM::Worker* processes, seen alive in its process group: {pid, rank, title, rss_bytes}
+    workers: list[Mapping[str, Any]] = field(default_factory=list)
     # without one
     left: list[Mapping[str, Any]] = field(default_factory=list)
     note: str | None = None
@@ -140,7 +142,8 @@ class ServerStatus(Mapping[str, Any]):
                 "expected_ready_s": self.expected_ready_s, "sigkill_in_s": self.sigkill_in_s,
                 "kv_cache_tokens": self.kv_cache_tokens, "max_concurrency": self.max_concurrency,
                 "attempt": self.attempt, "last_failure": self.last_failure, "attempts": self.attempts,
-                "reaping_pids": self.reaping_pids, **{k: self.sleep.get(k) for k in SLEEP_KEYS}, **self.extra}
+                "reaping_pids": self.reaping_pids, **{k: self.sleep.get(k) for k in SLEEP_KEYS},
+                "workers": self.workers, **self.extra}
 
     def __getitem__(self, key: str) -> Any:
         return self._dict[key]

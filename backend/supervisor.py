@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import signal
 import time
 from collections import deque
@@ -27,6 +28,7 @@ import httpx
 from backend import sleep, statefile
 from backend.launch import Launch
 from backend.logparse import Failure, LogParser, is_permanent, launch_marker
+from backend.logparse.report import rank_table
 from backend.settings import Settings
 from backend.status import FAILING
 
@@ -71,6 +73,14 @@ def backoff_delay(failures: int) -> float:
     return float(min(BACKOFF_START_S * 2 ** max(failures - 1, 0), BACKOFF_CAP_S))
 
 
+def same_cause(a: str | None, b: str | None) -> bool:
+    """Two root-cause lines say the same thing: equal but for their numbers (pids, ports, free memory)."""
+    def norm(text: str | None) -> str:
+        return re.sub(r"\d+(?:\.\d+)?", "N", (text or "").strip())
+
+    return bool(norm(a)) and norm(a) == norm(b)
+
+
 def argv_hash(argv: list[str]) -> str:
     return hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
 
@@ -100,6 +110,8 @@ class Supervisor:
         self.failures: deque[float] = deque()
         self.failure: dict[str, Any] | None = None
         self.stop_report: str | None = None
+        # pids (with start times) the last stop left alive after SIGKILL: `qwen-tui stop` looks again
+        self.stop_survivors: list[dict[str, Any]] = []
         self.stopping_at: float | None = None  # when SIGTERM went out: consoles count down to SIGKILL
         self.served_models: list[str] = []
         # one record per failed attempt (newest last): survives the restarts, so status, serve --wait
@@ -200,11 +212,14 @@ class Supervisor:
             "attempts": self.attempts[-ATTEMPTS_KEPT:],
             "last_failure": self.attempts[-1] if self.attempts else None,
             "stop_report": self.stop_report,
+            "stop_survivors": self.stop_survivors,
             "stopping_at": self.stopping_at,
             "gpu_release": self.gpu_release,
-            "figures": {k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
-                                                 "max_concurrency", "max_concurrency_tokens",
-                                                 "weights_gib", "weights_seconds", "phase")},
+            "figures": {**{k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
+                                                    "max_concurrency", "max_concurrency_tokens",
+                                                    "weights_gib", "weights_seconds", "phase")},
+                        # each worker's figures at TP>1 (both ranks' KV lines): figure -> rank -> value
+                        "per_rank": rank_table(self.parser) or None},
             # when this phase began, on this clock (the hang watchdog, backend/watchdog.py)
             "phase_since": self._phase_since or self.started_at,
             **self.sleep.fields(self.state),
@@ -221,6 +236,7 @@ class Supervisor:
         self.parser = LogParser()
         self.failure = None
         self.ready_at = None
+        self.stop_report, self.stop_survivors = None, []  # each launch's stop says what it did itself
         self._health_fail_since = None
         self.started_at = time.time()
         self._phase_since = None
@@ -415,6 +431,11 @@ class Supervisor:
                                        self.gpus)
         self.stop_report = done.summary()
         self.gpu_release = done.release.to_dict()
+        self._note_survivors(done.stop.survivors)
+
+    def _note_survivors(self, pids: list[int]) -> None:
+        """Remember what a stop left alive, pinned to start times, for `qwen-tui stop` to check again."""
+        self.stop_survivors += [{"pid": p, "create_time": statefile.create_time(p)} for p in pids]
 
     async def _run_once(self) -> int:
         if self.adopt is not None:
@@ -489,6 +510,7 @@ class Supervisor:
             done = await asyncio.to_thread(orphans.stop_verified, self._pgid, left, 5.0, self.gpus)
             self.stop_report = f"{self.stop_report or ''}; leftovers: {done.summary()}".strip("; ")
             self.gpu_release = done.release.to_dict()
+            self._note_survivors(done.stop.survivors)
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> int:
@@ -538,7 +560,7 @@ class Supervisor:
             elif is_permanent(kind, was_ready=self.attempts[-1]["was_ready"]):
                 final = f"{what} (not restarted: it would fail the same way)"
             elif repeated:
-                final = f"{what} again before READY (not restarted: it would fail the same way)"
+                final = f"failed the same way twice: not restarted ({kind}: {self.failure.get('message')})"
             elif len(self.failures) >= int(self.settings.console["restart_max_failures"]):
                 final = f"gave up after {len(self.failures)} failures in {window:.0f} s"
             if final is not None:
@@ -548,14 +570,17 @@ class Supervisor:
             self._set("backoff", f"restart in {delay:.0f} s (failure {len(self.failures)})")
             try:
                 await asyncio.wait_for(self._stop_requested.wait(), timeout=delay)
-                self._set("stopped", "stopped during backoff")
+                # the failed launch was reaped before the backoff: its cleanup is not this stop's report
+                self.stop_report, self.stop_survivors = "stopped during backoff: nothing was running", []
+                self._set("stopped", self.stop_report)
                 return 0
             except asyncio.TimeoutError:
                 self.restarts += 1
 
     def _record_attempt(self, rc: int) -> bool:
-        """Remember this failed attempt; True when it failed before READY with the same kind as the
-        attempt before it, which also failed before READY (a loop no backoff will break)."""
+        """Remember this failed attempt; True when it failed before READY with the same root cause as
+        the attempt before it, which also failed before READY, whatever the kind (a loop no backoff
+        will break). A launch that had been READY keeps its restarts (a kill, a crash while serving)."""
         f = self.failure or {}
         rec = {"attempt": self.restarts + 1, "kind": f.get("kind"), "message": f.get("message"),
                "fix": f.get("fix"), "log_path": str(self.log_path) if self.log_path else None,
@@ -565,7 +590,7 @@ class Supervisor:
         self.attempts.append(rec)
         del self.attempts[:-ATTEMPTS_KEPT]
         return bool(prev and not prev["was_ready"] and not rec["was_ready"] and prev["kind"] == rec["kind"]
-                    and rec["kind"] not in (None, "unknown", "engine_dead"))
+                    and same_cause(prev.get("message"), str(rec.get("message") or "")))
 
     def request_stop(self) -> None:
         self._stop_requested.set()

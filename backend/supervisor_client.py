@@ -8,6 +8,7 @@ and quick; the TUI calls `poll()` from a worker thread.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from backend import startup_history, statefile
-from backend.status import IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
+from backend.status import HAS_PROCESS, IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
 
 if TYPE_CHECKING:
     from backend.logparse import LogParser
@@ -96,6 +97,7 @@ def status() -> ServerStatus:
         # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
         attempt=data.get("attempt"), last_failure=data.get("last_failure"),
         attempts=data.get("attempts") or [], reaping_pids=data.get("reaping_pids") or [],
+        workers=_workers(data),
         # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
         sleep={k: data.get(k) for k in SLEEP_KEYS})
     return _with_stall(st, data, figures)
@@ -114,6 +116,17 @@ def stall_of(data: Mapping[str, Any], now: float | None = None) -> dict[str, Any
     usual = startup_history.expected_phases(data.get("argv_hash"), statefile.state_path().parent / "startups.json")
     return watchdog.check(data.get("state"), (data.get("figures") or {}).get("phase"), data.get("phase_since"),
                           usual, now)
+
+
+def _workers(data: dict[str, Any]) -> list[Mapping[str, Any]]:
+    """The workers alive now in the process group of a trusted live supervisor's server (none without one)."""
+    pgid = data.get("pgid")
+    if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1 or not in_group(data.get("state"), HAS_PROCESS):
+        return []
+    from backend import procs  # start-up: only with a server process to look at
+
+    tp = ((data.get("settings") or {}).get("server") or {}).get("tensor_parallel_size")
+    return list(procs.workers(pgid, tp if isinstance(tp, int) else None))
 
 
 def _sigkill_in(data: dict[str, Any]) -> float | None:
@@ -226,8 +239,7 @@ def _stop(timeout: float | None = None) -> tuple[bool, str]:
     deadline = time.time() + limit
     while time.time() < deadline:
         if not statefile.pid_matches(pid, data.get("supervisor_create_time")):
-            final = statefile.read() or {}
-            return True, final.get("stop_report") or final.get("detail") or "stopped"
+            return _stopped(statefile.read() or {})
         time.sleep(0.1)
     return False, f"the supervisor (pid {pid}) did not exit within {limit:.0f} s"
 
@@ -278,6 +290,28 @@ def wait_started(timeout: float) -> str | None:
             return f"{f.get('kind') or st.state}: {f.get('message') or st.detail}"
         time.sleep(0.3)
     return None
+
+
+def _stopped(final: dict[str, Any]) -> tuple[bool, str]:
+    """What the supervisor's last stop did, with its "survives SIGKILL" checked again now: a process
+    that took longer than the SIGKILL wait to exit (a worker freeing gigabytes) is gone, not a survivor."""
+    report = final.get("stop_report") or final.get("detail") or "stopped"
+    said = [s for s in final.get("stop_survivors") or [] if isinstance(s, dict) and isinstance(s.get("pid"), int)]
+    if not said:
+        return True, report
+    deadline = time.time() + 5.0
+    while True:
+        left = [s["pid"] for s in said if statefile.pid_matches(s["pid"], s.get("create_time"))]
+        if not left or time.time() >= deadline:
+            break
+        time.sleep(0.1)
+    if left:
+        n = len(left)
+        return False, (f"{n} process{'es' if n != 1 else ''} still running after SIGKILL: "
+                       f"{', '.join(map(str, left))} (see `qwen-tui stop --orphans --list`)")
+    head = re.sub(r"\d+ process(?:es)? survives? SIGKILL: [\d, ]+", "", report).strip("; ")
+    return True, (f"{head}; " if head else "") + (f"pids {', '.join(str(s['pid']) for s in said)} exited "
+                                                  "after the SIGKILL wait")
 
 
 # LogParser().snapshot(): what a poll says before any log (tests/unit/test_startup_imports.py keeps it equal)

@@ -266,6 +266,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "wake_seconds"):
             if st.get(key) is not None:
                 print(f"{key}: {st[key]}")
+        if st.workers:  # one row per rank: at TP=2 both workers, each its own process
+            print("workers: " + ", ".join(f"rank {w['rank'] if w['rank'] is not None else '?'} pid {w['pid']} "
+                                          f"({w['title']})" for w in st.workers))
         m = st.get("metrics") or {}
         if m.get("running") is not None:
             kv = m.get("kv_cache_usage")

@@ -194,3 +194,23 @@ def test_summary_wording() -> None:
     assert StopReport(31.2, [1], [2, 3, 4], []).summary() == "stopped in 31.2 s; 3 processes needed SIGKILL"
     assert StopReport(36.0, [], [], [1234, 1235]).summary() == "2 processes survive SIGKILL: 1234, 1235"
     assert StopReport(36.0, [], [], [1234]).summary() == "1 process survives SIGKILL: 1234"
+
+
+TP2 = {"role": "api", "args": ["vllm", "serve", "m"], "children": [
+    {"role": "engine", "title": "VLLM::EngineCore", "children": [
+        {"role": "tp1", "argv0": "VLLM::Worker_TP1"}, {"role": "tp0", "argv0": "VLLM::Worker_TP0"}]}]}
+
+
+def test_workers_of_a_tp2_group_come_by_rank(spawn):
+    tree = spawn(TP2, args=TP2["args"])
+    ws = procs.workers(tree.pgid)
+    assert [(w["rank"], w["pid"], w["title"]) for w in ws] == [
+        (0, tree.pids["tp0"], "VLLM::Worker_TP0"), (1, tree.pids["tp1"], "VLLM::Worker_TP1")]
+    assert all(w["rss_bytes"] for w in ws)
+
+
+def test_worker_rank_reads_the_title():
+    assert procs.worker_rank("VLLM::Worker_TP1") == 1
+    assert procs.worker_rank("VLLM::Worker_PP1_TP0", tp_size=2) == 2
+    assert procs.worker_rank("VLLM::Worker_PP1_TP0") is None  # no TP size: not guessed
+    assert procs.worker_rank("VLLM::Worker") is None

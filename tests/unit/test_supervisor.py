@@ -124,7 +124,10 @@ async def test_gives_up_after_n_failures_within_the_window(qhome, monkeypatch) -
     monkeypatch.setattr(sv, "BACKOFF_START_S", 0.05)  # 0.05 s, 0.1 s ... instead of 5 s, 10 s
     settings = load(None, overrides=["console.stop_timeout=5", "server.port=1",
                                      "console.restart_max_failures=3", "console.restart_window_s=600"])
-    crash = "print('INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0'); raise SystemExit(3)"
+    # a different root cause each time: the same one twice before READY would stop the loop at once
+    crash = ("import uuid; print('INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0'); "
+             "print('RuntimeError: crash ' + uuid.uuid4().hex.translate(str.maketrans('0123456789', 'ghijklmnop')));"
+             " raise SystemExit(3)")
     launch = Launch([sys.executable, "-c", crash], {}, VllmInstall(None, None, sys.executable), [])
     sup = Supervisor(settings, launch, restart="on-failure")
     sup.gpus = GroupOnGpu(sup)
