@@ -12,7 +12,7 @@ without ``_total`` and exposed by prometheus_client as ``…_total``. Samples ar
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import httpx
@@ -112,6 +112,25 @@ def snapshot(text: str, at: float | None = None) -> Snapshot:
                 found[figure] = values[name]
                 break
     return Snapshot(at=time.monotonic() if at is None else at, **found)
+
+
+# The supervisor's "usable means it generates" completion (backend/supervisor.py, before READY) is
+# in vLLM's counters: its tokens and its one request are taken out of what the user is shown.
+# (TTFT is shown only as a mean over an interval after READY, which the probe is not in.)
+_PROBE_COUNTERS = {"prompt_tokens": "prompt_tokens", "generation_tokens": "completion_tokens",
+                   "requests_finished": "requests"}
+
+
+def without_probe(snap: Snapshot, probe: dict[str, Any] | None) -> Snapshot:
+    """`snap` less the readiness probe's request (status's `probe`); unchanged without one."""
+    if not probe or not probe.get("ok"):
+        return snap
+    changes = {}
+    for figure, key in _PROBE_COUNTERS.items():
+        cur, done = getattr(snap, figure), probe.get(key)
+        if cur is not None and isinstance(done, (int, float)):
+            changes[figure] = max(0.0, cur - done)
+    return replace(snap, **changes)
 
 
 def _delta(a: float | None, b: float | None) -> float | None:

@@ -28,7 +28,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "served_models": (list,), "started_at": _NUM, "ready_at": _NUM, "updated_at": _NUM, "phase_since": _NUM,
     "restarts": (int,), "log_path": (str,), "argv": (list,), "argv_hash": (str,), "env": (dict,),
     "settings": (dict,), "failure": (dict,), "stop_report": (str,), "gpu_release": (dict,),
-    "stop_survivors": (list,),
+    "stop_survivors": (list,), "probe": (dict,),
     "figures": (dict,), "reaping_pids": (list,), "state_dir": (str,),
     # failure memory across restarts, the stop countdown, sleep mode
     "attempt": (int,), "attempts": (list,), "last_failure": (dict,), "stopping_at": _NUM,

@@ -97,6 +97,8 @@ class ServerStatus(Mapping[str, Any]):
     reaping_pids: list[int] = field(default_factory=list)
     # the server's VLLM::Worker* processes, seen alive in its process group: {pid, rank, title, rss_bytes}
     workers: list[Mapping[str, Any]] = field(default_factory=list)
+    # the supervisor's 2-token readiness completion: {ok, seconds, requests, prompt_tokens, completion_tokens}
+    probe: Mapping[str, Any] | None = None
     # without one
     left: list[Mapping[str, Any]] = field(default_factory=list)
     note: str | None = None
@@ -143,7 +145,7 @@ class ServerStatus(Mapping[str, Any]):
                 "kv_cache_tokens": self.kv_cache_tokens, "max_concurrency": self.max_concurrency,
                 "attempt": self.attempt, "last_failure": self.last_failure, "attempts": self.attempts,
                 "reaping_pids": self.reaping_pids, **{k: self.sleep.get(k) for k in SLEEP_KEYS},
-                "workers": self.workers, **self.extra}
+                "workers": self.workers, "probe": self.probe, **self.extra}
 
     def __getitem__(self, key: str) -> Any:
         return self._dict[key]

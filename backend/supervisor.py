@@ -42,6 +42,13 @@ BACKOFF_START_S = 5.0
 BACKOFF_CAP_S = 300.0
 STARTING_POLL_S = 0.1
 LOG_POLL_S = 0.05  # how often the log vLLM writes is read for new lines
+# the readiness probe (Supervisor._probe): tokens asked for, and how long the first generation may take
+PROBE_TOKENS = 2
+PROBE_TIMEOUT_S = 60.0
+NOT_GENERATING_FIX = ("the server answers /health but does not generate: read the log's last lines (in the context); "
+                      "with tensor parallel on GPUs this is often a broken all-reduce: check P2P "
+                      "(`qwen-tui doctor --p2p`) and try NCCL_P2P_DISABLE = \"1\" in [server.env]")
+TAIL_LINES = 8
 
 
 KILLED_FIX = ("something outside qwen-tui sent it the signal: the kernel's OOM killer (see `dmesg`) or a user; "
@@ -140,6 +147,8 @@ class Supervisor:
         self._log_offset = 0  # where the reader starts in the log (an adopted log: its end)
         self._journalled: set[tuple[str, int, int]] = set()
         self._phase_since: float | None = None  # when the parser's phase last changed (time.time())
+        self.probe: dict[str, Any] | None = None  # the last readiness probe (see _probe)
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)  # the log's last lines, for a failure's context
 
     # -- state ---------------------------------------------------------------------------------
     def _set(self, state: str, detail: str = "") -> None:
@@ -213,6 +222,7 @@ class Supervisor:
             "last_failure": self.attempts[-1] if self.attempts else None,
             "stop_report": self.stop_report,
             "stop_survivors": self.stop_survivors,
+            "probe": self.probe,
             "stopping_at": self.stopping_at,
             "gpu_release": self.gpu_release,
             "figures": {**{k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
@@ -237,6 +247,8 @@ class Supervisor:
         self.failure = None
         self.ready_at = None
         self.stop_report, self.stop_survivors = None, []  # each launch's stop says what it did itself
+        self.probe = None
+        self._tail.clear()
         self._health_fail_since = None
         self.started_at = time.time()
         self._phase_since = None
@@ -331,6 +343,9 @@ class Supervisor:
         if self.on_line:
             self.on_line(line)
         if any(type(e).__name__ in ("Figure", "Failure", "Milestone") for e in events):  # a phase: the watchdog
+        if line.strip():
+            self._tail.append(line[:300])
+        if any(type(e).__name__ in ("Figure", "Failure") for e in events):
             self._write_state()
         if any(isinstance(e, Failure) and e.kind == "engine_dead" for e in events):
             self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
@@ -366,6 +381,13 @@ class Supervisor:
                         self.ready_at = now
                         self._set("ready", self.detail)
                     elif self.settings.served_name in self.served_models:
+                    if self.settings.served_name in self.served_models:
+                        # usable means it generates: /health and /v1/models answer before a broken
+                        # all-reduce (TP>1) or engine shows; one tiny completion proves the whole path
+                        if not await self._probe(client):
+                            self._launch_failed.set()
+                            return
+                        now = time.time()
                         self.ready_at = now
                         took = now - (self.started_at or now)
                         self._set("ready", f"{took:.1f} s after launch")
@@ -405,6 +427,36 @@ class Supervisor:
                 return None
         holders = owners.port_holders(port)
         return ", ".join(f"pid {pid} {name}" for pid, name in holders) or "a process of another user"
+
+    async def _probe(self, client: httpx.AsyncClient) -> bool:
+        """One completion of PROBE_TOKENS tokens (ignore_eos: a random demo model may end at once) within
+        PROBE_TIMEOUT_S; its counts go to the state file, so the figures shown leave it out
+        (backend.metrics.without_probe). False, with the failure set, when no token comes back."""
+        body = {"model": self.settings.served_name, "prompt": "Hello", "max_tokens": PROBE_TOKENS,
+                "temperature": 0, "ignore_eos": True}
+        t0 = time.monotonic()
+        why, usage = None, {}
+        try:
+            resp = await client.post("/v1/completions", json=body, timeout=PROBE_TIMEOUT_S)
+            data = resp.json() if resp.status_code == 200 else None
+            usage = (data or {}).get("usage") or {}
+            if resp.status_code != 200:
+                why = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            elif not usage.get("completion_tokens"):
+                why = f"no tokens came back ({str(data)[:200]})"
+        except httpx.TimeoutException:
+            why = f"no answer within {PROBE_TIMEOUT_S:.0f} s"
+        except (httpx.HTTPError, ValueError, AttributeError) as e:
+            why = f"{type(e).__name__}: {e}"
+        took = round(time.monotonic() - t0, 3)
+        self.probe = {"ok": why is None, "seconds": took, "requests": 1,
+                      "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")}
+        if why is None:
+            return True
+        self.failure = {"kind": "not_generating", "message": f"READY but not generating: a {PROBE_TOKENS}-token "
+                        f"completion failed after {took:.1f} s: {why}",
+                        "fix": NOT_GENERATING_FIX, "context": list(self._tail)}
+        return False
 
     async def _fetch_models(self, client: httpx.AsyncClient) -> None:
         try:
@@ -583,9 +635,9 @@ class Supervisor:
         will break). A launch that had been READY keeps its restarts (a kill, a crash while serving)."""
         f = self.failure or {}
         rec = {"attempt": self.restarts + 1, "kind": f.get("kind"), "message": f.get("message"),
-               "fix": f.get("fix"), "log_path": str(self.log_path) if self.log_path else None,
-               "started_at": self.started_at, "ended_at": time.time(), "exit_code": rc,
-               "was_ready": self.ready_at is not None}
+               "fix": f.get("fix"), "context": f.get("context") or [],
+               "log_path": str(self.log_path) if self.log_path else None, "started_at": self.started_at,
+               "ended_at": time.time(), "exit_code": rc, "was_ready": self.ready_at is not None}
         prev = self.attempts[-1] if self.attempts else None
         self.attempts.append(rec)
         del self.attempts[:-ATTEMPTS_KEPT]

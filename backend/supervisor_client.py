@@ -97,7 +97,7 @@ def status() -> ServerStatus:
         # earlier attempts' failures survive a restart: why the last one failed, while a new one runs
         attempt=data.get("attempt"), last_failure=data.get("last_failure"),
         attempts=data.get("attempts") or [], reaping_pids=data.get("reaping_pids") or [],
-        workers=_workers(data),
+        workers=_workers(data), probe=data.get("probe"),
         # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
         sleep={k: data.get(k) for k in SLEEP_KEYS})
     return _with_stall(st, data, figures)

@@ -201,7 +201,9 @@ def _detach(args: argparse.Namespace, settings: Settings) -> int:
 def _failure_text(f: Mapping[str, Any]) -> str:
     where = f" (attempt {f['attempt']}, log {f['log_path']})" if f.get("attempt") else ""
     fix = f"\n  fix: {f['fix']}" if f.get("fix") else ""
-    return f"{failure_head(f)}{where}{fix}"
+    # the wrapper lines after the root cause, or the log's last lines ("READY but not generating")
+    context = "".join(f"\n  | {line}" for line in (f.get("context") or [])[-8:])
+    return f"{failure_head(f)}{where}{context}{fix}"
 
 
 def failure_head(f: Mapping[str, Any]) -> str:
@@ -253,7 +255,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         from backend import metrics  # only for a READY server: status stays quick without it
 
         try:
-            st = st.with_extra(metrics=metrics.fetch(st.base_url, timeout=2.0).to_dict())
+            # less the supervisor's own readiness completion: the user's requests only
+            snap = metrics.without_probe(metrics.fetch(st.base_url, timeout=2.0), dict(st.probe or {}))
+            st = st.with_extra(metrics=snap.to_dict())
         except metrics.MetricsError as e:
             st = st.with_extra(metrics={"error": str(e)})
     st, prop = with_fix(st, args)  # a failed server's fix as data (`qwen-tui fix`)

@@ -484,5 +484,6 @@ def test_every_kind_is_reachable():
         "port_in_use", "bad_argument", "bf16_unsupported", "tp_indivisible", "engine_dead", "unknown",
         "oom_unknown", "missing_python_module",  # tests/test_logparse_pastes.py
         "cpu_binding",  # tests/unit/test_root_cause.py
+        "not_generating",  # the supervisor's readiness probe: tests/unit/test_ready_owner.py
     }
     assert seen == set(FAILURE_KINDS)  # each has a test above

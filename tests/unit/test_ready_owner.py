@@ -26,6 +26,13 @@ class H(BaseHTTPRequestHandler):
         body = b"" if self.path == "/health" else json.dumps({"data": [{"id": name}]}).encode()
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
+    def do_POST(self):  # the readiness probe's completion: tokens, or none with --no-tokens
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        n = 0 if "--no-tokens" in sys.argv else 2
+        body = json.dumps({"choices": [{"text": "hi" if n else ""}],
+                           "usage": {"prompt_tokens": 1, "completion_tokens": n}}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
     def log_message(self, *a): pass
 print("INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", flush=True)
 HTTPServer(("127.0.0.1", port), H).serve_forever()
@@ -92,6 +99,29 @@ def test_the_launched_server_serving_the_configured_name_is_ready(qhome):
 
     assert asyncio.run(go()) == 0
     assert sup.served_models == ["qwen-tui-demo"]
+    # usable means it generates: the 2-token probe went through, and its counts are kept to leave out
+    assert sup.probe is not None and sup.probe["ok"] and sup.probe["completion_tokens"] == 2
+
+
+def test_ready_but_not_generating_is_a_failure_with_the_log_tail(qhome):
+    port = _free_port()
+    sup, seen = _sup(port, SERVE, str(port), "qwen-tui-demo", "--no-tokens")
+    assert asyncio.run(asyncio.wait_for(sup.run(), 30)) == 1
+    assert "ready" not in seen
+    f = sup.status()["last_failure"]
+    assert f["kind"] == "not_generating" and f["message"].startswith("READY but not generating: a 2-token completion")
+    assert "no tokens came back" in f["message"] and not f["was_ready"]
+    assert any("vLLM API server version" in line for line in sup.failure["context"])  # the log's last lines
+
+
+def test_the_probe_is_left_out_of_the_figures_shown():
+    from backend.metrics import Snapshot, without_probe
+
+    snap = Snapshot(at=1.0, prompt_tokens=11, generation_tokens=7, requests_finished=3)
+    probe = {"ok": True, "requests": 1, "prompt_tokens": 1, "completion_tokens": 2}
+    out = without_probe(snap, probe)
+    assert (out.prompt_tokens, out.generation_tokens, out.requests_finished) == (10, 5, 2)
+    assert without_probe(snap, None) is snap and without_probe(snap, dict(probe, ok=False)) is snap
 
 
 def test_a_launched_server_serving_another_name_is_not_ready(qhome):

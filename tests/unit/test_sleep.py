@@ -74,6 +74,9 @@ class FakeSleepingVllm:
                     time.sleep(0.05)
                     fake.asleep = False
                     self._send(200)
+                elif url.path == "/v1/completions":  # the supervisor's readiness probe
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self._send(200, {"usage": {"prompt_tokens": 1, "completion_tokens": 2}})
                 else:
                     self._send(404, {"detail": "Not Found"})
 

@@ -25,6 +25,13 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+    def do_POST(self):  # the readiness probe's 2-token completion
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.dumps({"usage": {"prompt_tokens": 1, "completion_tokens": 2}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
     def log_message(self, *a):
         pass
 print("INFO 11-29 10:00:00 [api_server.py:1] vLLM API server version 0.11.0", flush=True)
