@@ -164,7 +164,7 @@ class MainScreen(ServerActions, FixActions, Screen):
             self.query_one(LogPane).focus()
 
     def _show_strip(self) -> None:
-        self.query_one(FigureStrip).show(self.state.state, self.parsed, self.gpu_memory)
+        self.query_one(FigureStrip).show(self.state.state, self.parsed, self.gpu_memory, self.state.workers)
 
     def _show_pending(self) -> None:
         if self.is_mounted:
@@ -499,6 +499,7 @@ class MainScreen(ServerActions, FixActions, Screen):
                 reader = reader or metrics.MetricsReader(self.app.settings.api_key)  # one client
                 try:
                     snap = await asyncio.to_thread(reader.fetch, base_url)
+                    snap = metrics.without_probe(snap, dict(state.probe or {}))  # the user's requests only
                     self.post_message(MetricsSampled(snap.to_dict(), metrics.rates(prev, snap)))
                     prev = snap
                 except metrics.MetricsError as e:
@@ -553,7 +554,7 @@ class MainScreen(ServerActions, FixActions, Screen):
         base_url = (live and poll.state.base_url) or settings.base_url
         name = (live and poll.state.served_model_name) or settings.served_name
         self.query_one(ChatPane).endpoint = (base_url, name) if live else None
-        self.query_one(FiguresPanel).show(poll.parsed, poll.timeline)
+        self.query_one(FiguresPanel).show(poll.parsed, poll.timeline, poll.state.workers)
         if poll.parsed != self.parsed:
             self.parsed = poll.parsed
             if self.plan:

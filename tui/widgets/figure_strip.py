@@ -9,13 +9,21 @@ from rich.text import Text
 from textual.widgets import Static
 
 
-def strip_text(state: str, parsed: dict[str, Any], gpu: tuple[float, float] | None) -> str:
+def workers_text(workers: Any) -> str:
+    """The server's workers by rank: "TP0 7449 · TP1 7450" (pid; "TP?" until vLLM names the rank)."""
+    return " · ".join(f"TP{'?' if w.get('rank') is None else w['rank']} {w.get('pid')}" for w in workers or [])
+
+
+def strip_text(state: str, parsed: dict[str, Any], gpu: tuple[float, float] | None, workers: Any = None) -> str:
     kv = parsed.get("kv_cache_tokens")
     conc = parsed.get("max_concurrency")
+    # without GPUs (the CPU build) the workers take the GPU's place: at TP=2 both ranks are on screen
+    last = (f"GPU {gpu[0]:.1f}/{gpu[1]:.1f} GiB" if gpu else
+            workers_text(workers) if workers else "GPU n/a")
     parts = [state.upper(),
              f"KV {kv:,} tok" if kv is not None else "KV —",
              f"conc {conc:.2f}x" if conc is not None else "conc —",
-             f"GPU {gpu[0]:.1f}/{gpu[1]:.1f} GiB" if gpu else "GPU n/a"]
+             last]
     return " · ".join(parts)
 
 
@@ -26,14 +34,15 @@ class FigureStrip(Static):
 
     last_text = ""
 
-    def show(self, state: str, parsed: dict[str, Any], gpu: tuple[float, float] | None) -> None:
+    def show(self, state: str, parsed: dict[str, Any], gpu: tuple[float, float] | None,
+             workers: Any = None) -> None:
         """Only when the text changes: an update lays out the whole screen (each poll, 5 a second,
         hidden or not: the log's scrollbars redrew each time, ~6 % of a core for an idle console)."""
-        shown = strip_text(state, parsed, gpu) + "  (i: panels)"
+        shown = strip_text(state, parsed, gpu, workers) + "  (i: panels)"
         if shown == self.last_text:
             return
         self.last_text = shown
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(strip_text(state, parsed, gpu))
+        text.append(strip_text(state, parsed, gpu, workers))
         text.append("  (i: panels)", "dim")
         self.update(text)

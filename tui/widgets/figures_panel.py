@@ -55,6 +55,16 @@ def rows(parsed: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def worker_rows(workers: Any) -> list[tuple[str, str]]:
+    """One row per worker process of the server, by rank (the CPU build's; a GPU box also shows them
+    in its GPU panels): "TP1" "pid 7450 · 1.7 GiB"."""
+    out = []
+    for w in workers or []:
+        rss = f" · {w['rss_bytes'] / 2**30:.1f} GiB" if w.get("rss_bytes") else ""
+        out.append((f"TP{'?' if w.get('rank') is None else w['rank']}", f"pid {w.get('pid')}{rss}"))
+    return out
+
+
 def phase_value(phase: str, start: float | None, seconds: float | None, first: float | None) -> str:
     """A phase's length; the one under way "…"; ready, which is not a phase but the end of them, says
     when it came (from the first phase's start: the start-up's length)."""
@@ -76,15 +86,17 @@ class FiguresPanel(Static):
 
     _shown: tuple | None = None
 
-    def show(self, parsed: dict[str, Any], timeline: list | None = None) -> None:
-        shown = (tuple(rows(parsed)), tuple((phase, seconds) for phase, _s, seconds in timeline or []))
+    def show(self, parsed: dict[str, Any], timeline: list | None = None, workers: Any = None) -> None:
+        listed = worker_rows(workers)
+        shown = (tuple(rows(parsed)), tuple((phase, seconds) for phase, _s, seconds in timeline or []),
+                 tuple(listed))
         if shown == self._shown:  # nothing changed: no redraw (the poll runs 5 times a second)
             return
         self._shown = shown
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", overflow="fold")
         table.add_column(overflow="fold")  # wrapped, never cut with an ellipsis
-        for name, value in rows(parsed):
+        for name, value in rows(parsed) + listed:
             table.add_row(name, value)
         first = next((start for _p, start, _s in timeline or [] if start is not None), None)
         for phase, start, seconds in timeline or []:
