@@ -435,7 +435,8 @@ class Supervisor:
         body = {"model": self.settings.served_name, "prompt": "Hello", "max_tokens": PROBE_TOKENS,
                 "temperature": 0, "ignore_eos": True}
         t0 = time.monotonic()
-        why, usage = None, {}
+        why: str | None = None
+        usage: dict[str, Any] = {}
         try:
             resp = await client.post("/v1/completions", json=body, timeout=PROBE_TIMEOUT_S)
             data = resp.json() if resp.status_code == 200 else None
