@@ -182,3 +182,22 @@ def test_cli_lists_then_kills_exactly_the_pid_asked_for(spawn, qhome) -> None:
     assert r.returncode == 0, r.stderr
     assert out["ok"] and out["killed"] == [p["tp1"]] and out["summary"].startswith("stopped in")
     assert not alive(p["tp1"]) and alive(p["tp0"]) and alive(p["engine"])
+
+
+def test_a_dead_supervisors_tp2_workers_are_both_found(spawn, qhome) -> None:
+    """kill -9 of the supervisor: its state file still says ready and names the group, but a dead
+    supervisor owns nothing, so the scan lists the API server, the engine and both workers."""
+    import subprocess
+    import sys
+
+    tree = spawn(VLLM_LIKE, args=VLLM_LIKE["args"])
+    p = tree.pids
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    statefile.write({"state": "ready", "supervisor_pid": gone.pid, "supervisor_create_time": 1.0,
+                     "supervisor_cmdline": "x", "pid": p["api"], "pgid": tree.pgid})
+    found = orphans.scan({}, monitor=NoNvml())
+    assert {p["api"], p["engine"], p["tp0"], p["tp1"]} <= set(found.pids)
+    roles = {i.pid: i.role for i in found.processes}
+    assert roles[p["tp0"]] == roles[p["tp1"]] == "worker"
+    assert "VLLM::Worker_TP1" in found.describe()
