@@ -100,3 +100,9 @@ def plan(server: dict[str, Any], user_env: dict[str, str], cores: list[int] | No
     if (numa_nodes(cores) if nodes is None else nodes) >= ranks:
         return {}, None  # vLLM's "auto" puts each rank on its own node: better than one list here
     return {ENV: binding(cores, ranks)}, None
+
+
+def launch_env(server: dict[str, Any], user_env: dict[str, str]) -> dict[str, str]:
+    """[server.env] with the binding a CPU launch adds (backend.launch.build_launch): what vLLM will see,
+    for the ledger to plan each rank's node and threads from."""
+    return {**plan(server, user_env)[0], **user_env}

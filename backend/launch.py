@@ -197,7 +197,7 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
         env.update(SLEEP_ENV)
     problems: list[str] = []
     if cpu:  # more workers than NUMA nodes: vLLM's auto binding would assert (backend/cpu_bind.py)
-        from backend import cpu_bind
+        from backend import cpu_bind  # start-up: only for a CPU launch
 
         bind, problem = cpu_bind.plan(settings.server, settings.env)
         env.update(bind)

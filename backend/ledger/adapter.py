@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend import paths
+from backend import cpu_bind, paths
 from backend.ledger import cpu_model, learned, overheads
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
@@ -165,7 +165,7 @@ def _cpu_cards(settings: Any, check_free: bool) -> list[Card]:
     gib = float(settings.planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
     s = settings.server
     world = max(1, int(s.get("tensor_parallel_size") or 1)) * max(1, int(s.get("pipeline_parallel_size") or 1))
-    env = {str(k): str(v) for k, v in (s.get("env") or {}).items()}
+    env = cpu_bind.launch_env(s, {str(k): str(v) for k, v in (s.get("env") or {}).items()})
     out = []
     for b in cpu_model.bindings(env, world):
         total, avail = overheads.cpu_total_memory(b.node)
@@ -180,6 +180,8 @@ def _cpu_cards(settings: Any, check_free: bool) -> list[Card]:
 def params_from_settings(settings: Any, vllm_version: str | None = None) -> PlanParams:
     s = settings.server
     env = {str(k): str(v) for k, v in (s.get("env") or {}).items()}
+    if settings.planner.get("device") == "cpu":  # the binding the launch adds is what vLLM will see
+        env = cpu_bind.launch_env(s, env)
     mnl = s.get("max_model_len")
     auto = isinstance(mnl, str) and mnl.strip().lower() == "auto"
     if auto:

@@ -70,3 +70,20 @@ def test_one_core_box_refuses_the_tp2_demo_before_launch(qhome, monkeypatch, cap
     assert main(["--demo", "--profile", "tp2", "serve"]) == 2
     err = capsys.readouterr().err
     assert "may use 1 core" in err and "Traceback" not in err
+
+
+def test_the_plan_sees_the_binding_the_launch_adds(qhome, monkeypatch):
+    """The ledger plans each rank from the binding vLLM will get: no 'auto binding' error for the tp2
+    demo (the console would have stopped its start on it), the error only for an "auto" the user set."""
+    from backend.ledger import cpu_model, plan_from_settings
+
+    monkeypatch.setattr(cpu_bind, "usable_cores", lambda: [0, 1])
+    monkeypatch.setattr(cpu_bind, "numa_nodes", lambda cores, root=None: 1)
+    monkeypatch.setattr(cpu_model, "allowed_cpus", lambda: [0, 1])
+    monkeypatch.setattr(cpu_model, "cpu_node_map", lambda root=None: {0: 0, 1: 0})
+    led = plan_from_settings(load(demo=True, profile="tp2"), check_free=False).to_dict()
+    assert led["device_model"]["binding"] == "0|1"
+    assert not [p for p in led["problems"] if "NUMA node per rank" in p["message"]]
+    auto = load(demo=True, profile="tp2", overrides=["server.env.VLLM_CPU_OMP_THREADS_BIND=auto"])
+    led = plan_from_settings(auto, check_free=False).to_dict()
+    assert [p for p in led["problems"] if "NUMA node per rank" in p["message"]]
