@@ -81,6 +81,14 @@ def _handler(state: _State):
                 body = json.loads(self.rfile.read(n) or b"{}")
             except ValueError:
                 body = {}
+            if self.path.split("?")[0] == "/v1/completions":  # the supervisor's readiness probe, counted as vLLM does
+                k = int(body.get("max_tokens") or state.tokens)
+                self._send(200, json.dumps({"id": "stub", "object": "text_completion", "model": state.model,
+                                            "choices": [{"index": 0, "text": " ".join(["w"] * k)}],
+                                            "usage": {"prompt_tokens": 1, "completion_tokens": k}}).encode())
+                with state.lock:
+                    state.success += 1
+                return
             if self.path.split("?")[0] != "/v1/chat/completions":
                 self._send(404, b'{"error": "not found"}')
                 return
