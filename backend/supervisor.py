@@ -443,8 +443,9 @@ class Supervisor:
             usage = (data or {}).get("usage") or {}
             if resp.status_code != 200:
                 why = f"HTTP {resp.status_code}: {resp.text[:200]}"
-            elif not usage.get("completion_tokens"):
-                why = f"no tokens came back ({str(data)[:200]})"
+            elif not usage.get("completion_tokens"):  # no ids in the text: the same failure reads the same
+                choice = ((data or {}).get("choices") or [{}])[0]
+                why = f"no tokens came back (finish_reason {choice.get('finish_reason')!r})"
         except httpx.TimeoutException:
             why = f"no answer within {PROBE_TIMEOUT_S:.0f} s"
         except (httpx.HTTPError, ValueError, AttributeError) as e:
