@@ -19,20 +19,10 @@ BUILTIN: dict[str, dict[str, Any]] = {
               "max_model_len": 4096, "max_num_seqs": 32},
 }
 
-# Only with --demo: what the demo can show on a laptop. tp2 = two CPU workers (one core per rank at
-# least, bound by backend/cpu_bind.py) that all-reduce every layer over gloo, as a 3090 pair does.
-DEMO: dict[str, dict[str, Any]] = {
-    "tp2": {"description": "two workers: tensor parallel 2 on vLLM's CPU build (one core per rank)",
-            "tensor_parallel_size": 2},
-}
 
-
-def merged(file_profiles: dict[str, dict[str, Any]] | None, demo: bool = False) -> dict[str, dict[str, Any]]:
-    """The built-in profiles (and the demo's, with --demo) with the file's (a file table replaces the
-    built-in of its name)."""
+def merged(file_profiles: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """The built-in profiles with the file's (a file table replaces the built-in of its name)."""
     out = copy.deepcopy(BUILTIN)
-    if demo:
-        out.update(copy.deepcopy(DEMO))
     out.update(copy.deepcopy(file_profiles or {}))
     return out
 

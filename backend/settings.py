@@ -455,7 +455,7 @@ def load(config: str | None = None, demo: bool = False, overrides: list[str] | N
     if path is not None:
         data, text = read_toml_text(path)
         _merge(values, data, str(path), text)
-    known = profile_overlays.merged(values.pop("profiles", None), demo=demo)
+    known = profile_overlays.merged(values.pop("profiles", None))
     if demo:
         apply_demo(values)
         known = copy.deepcopy(demo_settings.PROFILES)  # the file's (and built-in) ones are sized for a GPU box
