@@ -342,10 +342,9 @@ class Supervisor:
             self._phase_since = time.time()
         if self.on_line:
             self.on_line(line)
-        if any(type(e).__name__ in ("Figure", "Failure", "Milestone") for e in events):  # a phase: the watchdog
         if line.strip():
             self._tail.append(line[:300])
-        if any(type(e).__name__ in ("Figure", "Failure") for e in events):
+        if any(type(e).__name__ in ("Figure", "Failure", "Milestone") for e in events):  # a phase: the watchdog
             self._write_state()
         if any(isinstance(e, Failure) and e.kind == "engine_dead" for e in events):
             self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
@@ -381,7 +380,6 @@ class Supervisor:
                         self.ready_at = now
                         self._set("ready", self.detail)
                     elif self.settings.served_name in self.served_models:
-                    if self.settings.served_name in self.served_models:
                         # usable means it generates: /health and /v1/models answer before a broken
                         # all-reduce (TP>1) or engine shows; one tiny completion proves the whole path
                         if not await self._probe(client):
