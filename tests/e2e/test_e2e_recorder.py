@@ -160,7 +160,8 @@ async def test_console_history_view_shows_them_at_80x24(server):
         assert await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen) and app.screen.lines, tries=200)
         lines = app.screen.lines
         events = next(x for x in lines if x.startswith("events"))
-        assert "F" in events and "↻" in events, lines
+        # at 80 columns a slice of the hour is ~63 s: this run's events share the last two, the worst shown
+        assert "F" in events and "S" in events, lines
         assert "4xx:" in lines[-2], lines
         assert all(len(x) <= 76 for x in lines)
 
