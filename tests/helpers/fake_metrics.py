@@ -17,6 +17,7 @@ class FakeMetrics:
         self.values: dict[str, float] = {}  # sample name (no labels) -> value, replacing the fixture's
         self.reads = 0
         self.delay_s = 0.0
+        self.load: int | None = None  # GET /load's server_load (vLLM's --enable-server-load-tracking); None: 404
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -24,8 +25,12 @@ class FakeMetrics:
                 outer.reads += 1
                 if outer.delay_s:
                     threading.Event().wait(outer.delay_s)  # a hung server, for the never-blocks test
-                body = outer.render().encode()
-                self.send_response(200 if self.path == "/metrics" else 404)
+                if self.path == "/load" and outer.load is not None:
+                    body = b'{"server_load": %d}' % outer.load
+                else:
+                    body = outer.render().encode()
+                ok = self.path == "/metrics" or (self.path == "/load" and outer.load is not None)
+                self.send_response(200 if ok else 404)
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

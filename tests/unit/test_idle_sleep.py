@@ -103,6 +103,54 @@ def test_the_waker_needs_a_new_post_to_v1_or_a_request_in_the_queue():
     assert not w.due("ready", 112.0, Reading(at=110.0, values={"gen_http": 9.0}))  # awake: nothing to do
 
 
+def test_a_request_in_flight_wakes_at_once_where_the_counters_have_not_moved():
+    from backend.recorder import Reading
+
+    w = idle_sleep.RequestWaker()
+    still = Reading(at=99.0, values={"gen_http": 5.0, "running": 0.0, "waiting": 0.0})
+    assert not w.due("sleeping", 100.0, still, 1)  # the tick it fell asleep on only takes the base
+    assert not w.due("sleeping", 106.0, still, 0)
+    assert not w.due("sleeping", 107.0, still, None)  # /load not readable: the counters decide, as before
+    assert w.due("sleeping", 108.0, still, 1)  # a client waits on the sleeping engine (H200: 0.20.2 held it)
+    assert not w.due("ready", 109.0, still, 3)  # awake: nothing to do
+
+
+async def test_a_client_that_waits_on_the_sleeping_server_wakes_it_through_load(tmp_path):
+    with FakeMetrics() as fake:
+        fake.load = 0
+        sup = Sup(idle_s=0.5)
+        sup.recorder = rec = recorder.Recorder(tmp_path, lambda: (sup.state, fake.base_url), interval_s=0.1)
+        rec.start()
+        task = asyncio.create_task(idle_sleep.watch(sup, tick_s=0.05, sleep_call=sup.fake_sleep_call))
+        try:
+            await _wait(lambda: sup.state == "sleeping")
+            n = rec.samples
+            await _wait(lambda: rec.samples >= n + 5)
+            assert len(sup.requests) == 1  # nothing in flight, counters still: asleep
+            fake.load = 1  # a chat held by the sleeping engine: http_requests_total has not moved
+            await _wait(lambda: len(sup.requests) == 2)
+            assert sup.requests[1]["action"] == "wake" and sup.state == "ready"
+        finally:
+            task.cancel()
+            rec.stop()
+
+
+def test_in_flight_reads_load_and_says_none_where_it_cannot(tmp_path):
+    with FakeMetrics() as fake:
+        assert idle_sleep.in_flight(fake.base_url) is None  # no load tracking: 404
+        fake.load = 2
+        assert idle_sleep.in_flight(fake.base_url) == 2
+    assert idle_sleep.in_flight("http://127.0.0.1:9") is None  # nothing listens
+
+
+def test_the_idle_timer_turns_on_vllms_in_flight_count_and_nothing_else_does():
+    on = build_launch(load(None, overrides=["server.sleep_after_idle_s=600", "server.enable_sleep_mode=true"]))
+    assert on.argv.count("--enable-server-load-tracking") == 1
+    assert "--enable-server-load-tracking" not in build_launch(load(None)).argv
+    off = build_launch(load(None, overrides=["server.sleep_after_idle_s=600"]))  # no sleep mode: never sleeps
+    assert "--enable-server-load-tracking" not in off.argv
+
+
 async def test_off_without_sleep_mode_and_said_so(tmp_path):
     sup = Sup(idle_s=1.0, enabled=False)
     events = []
