@@ -23,9 +23,13 @@ async def test_two_workers_are_on_the_80x24_screen(qhome):
         line = app.screen._compositor.render_strips()[strip.region.y].text
         assert "TP0 7449 · TP1 7450" in line, line
         await pilot.press("i")
-        await pilot.pause(0.3)
         panel = app.screen.query_one(FiguresPanel)
-        text = "\n".join(s.text for s in app.screen._compositor.render_strips()[panel.region.y:panel.region.bottom])
+
+        def panel_text() -> str:
+            return "\n".join(s.text for s in app.screen._compositor.render_strips()[panel.region.y:panel.region.bottom])
+
+        assert await wait_until(pilot, lambda: "pid 7450" in panel_text()), panel_text()
+        text = panel_text()
         assert "TP0" in text and "pid 7449 · 1.7 GiB" in text and "pid 7450" in text, text
 
 

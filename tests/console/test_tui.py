@@ -114,9 +114,11 @@ async def test_no_nvml_says_why(qhome):
 
     app = make_app(load(), ScriptedClient([Poll(state={"state": "stopped"})]), NoGpu())
     async with app.run_test() as pilot:
-        await pilot.pause(0.1)
-        text = " ".join(str(w.render()) for w in app.screen.query("#gpus Static"))
-        assert "no NVIDIA driver" in text
+        def gpu_text() -> str:
+            return " ".join(str(w.render()) for w in app.screen.query("#gpus Static"))
+
+        # NVML is opened in a thread after the first frame: wait for its answer, not for a time
+        assert await wait_until(pilot, lambda: "no NVIDIA driver" in gpu_text()), gpu_text()
 
 
 async def test_ledger_panel_puts_the_plan_beside_the_log(qhome):
