@@ -214,14 +214,15 @@ def test_kill_9_api_process_fails_cleans_orphans_and_restarts(server):
     assert children, "the API process should have EngineCore/Worker children"
     t0 = time.time()
     os.kill(api_pid, signal.SIGKILL)
-    st = wait_state({"failed", "backoff"}, 5)
+    # noticed within 5 s: 'stopping' while it cleans up what the kill left (issue 28: never 'failed' before backoff)
+    st = wait_state({"stopping", "failed", "backoff"}, 5)
     detected = time.time() - t0
     assert detected < 5, detected
     # the orphans the SIGKILL left (EngineCore, Worker) are cleaned up
     def orphans_gone():
         return all(not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE
                    for p in children)
-    wait_for(orphans_gone, 30, what="orphaned EngineCore/Worker to be cleaned up")
+    wait_for(orphans_gone, 60, what="orphaned EngineCore/Worker to be cleaned up")
     from backend import procs
     assert procs.group_members(pgid) == []
     st = wait_state({"backoff", "starting", "ready"}, 10)
