@@ -100,7 +100,8 @@ def sample(supervisor_pid: int | None = None, server_pid: int | None = None,
         time.sleep(cpu_window_s)  # a one-off reading (`qwen-tui host`): a window to measure over
     now_cpu = _cpu_seconds()
     cpu = _busy_percent(_last_cpu, now_cpu) if _last_cpu is not None else None
-    _last_cpu = now_cpu
+    if cpu is not None or _last_cpu is None:
+        _last_cpu = now_cpu  # else no clock tick since: keep the old mark so the next window is longer
     pids = ([supervisor_pid] if supervisor_pid else []) + [p for p in server_pids(server_pid) if p != supervisor_pid]
     shown: list[ProcMem] = []
     from backend import procs  # with psutil: only once a sample is taken

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from backend import demo
 from tests.helpers.e2e import cli, demo_server
 
 pytestmark = pytest.mark.e2e
@@ -47,4 +48,6 @@ def test_sweep_one_row_per_level_with_the_fields(server):
 def test_profile_plans_on_the_demo_box(server):
     r = cli("--demo", "--profile", "batch", "plan", "--json", timeout=60)
     out = json.loads(r.stdout)
-    assert out["max_model_len"] == 4096 and out["max_num_seqs"] == 32
+    batch = demo.PROFILES["batch"]  # the demo box's own batch profile, not the GPU one
+    assert out["max_model_len"] == batch["max_model_len"] and out["max_num_seqs"] == batch["max_num_seqs"]
+    assert (out["max_model_len"], out["max_num_seqs"]) != (2048, 8)  # not the demo's defaults: the profile applied

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from backend import host
 from backend.cli import main
@@ -18,6 +19,9 @@ def test_a_sample_has_the_supervisor_and_each_process_of_the_server_tree():
     try:
         first = host.sample(os.getpid(), child.pid)
         s = host.sample(os.getpid(), child.pid)
+        deadline = time.monotonic() + 10
+        while s.cpu_percent is None and time.monotonic() < deadline:  # until the kernel's CPU clock ticks
+            s = host.sample(os.getpid(), child.pid)
     finally:
         child.stdin.close()
         child.wait(10)
@@ -28,6 +32,16 @@ def test_a_sample_has_the_supervisor_and_each_process_of_the_server_tree():
     assert all(p.rss_bytes and p.rss_bytes > 1 << 20 for p in s.procs)
     assert s.server_rss_bytes == s.procs[1].rss_bytes  # the supervisor is not the server
     assert host.sample(None, None).procs == []
+
+
+def test_a_sample_with_no_cpu_tick_since_the_last_keeps_the_mark(monkeypatch):
+    # back-to-back samples inside one clock tick: no figure, and the next window starts at the old mark
+    ticks = iter([(10.0, 100.0), (10.0, 100.0), (15.0, 110.0)])
+    monkeypatch.setattr(host, "_cpu_seconds", lambda: next(ticks))
+    monkeypatch.setattr(host, "_last_cpu", None)
+    assert host.sample().cpu_percent is None  # the first: nothing to compare with
+    assert host.sample().cpu_percent is None  # no time passed
+    assert host.sample().cpu_percent == 50.0  # (15-10)/(110-100), over the whole window
 
 
 def test_the_process_list_is_bounded(monkeypatch):
