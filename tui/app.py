@@ -37,7 +37,9 @@ WORKER_PURPOSE = {
 
 class QwenApp(App):
     TITLE = "qwen-tui"
-    watch = False  # --watch: every panel, no key that changes the server (tui/screens/events.py)
+    # --watch: every panel, no key that changes the server (tui/screens/events.py); not `watch`,
+    # which was Textual's DOMNode.watch() shadowed by a bool
+    watching = False
     # the main screen's stylesheet too: pushed with its own CSS_PATH, it made Textual parse every
     # rule again with the theme's variables (10-30 ms before the first frame); its rules stay nested
     # under MainScreen

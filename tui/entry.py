@@ -28,8 +28,8 @@ def _run(args) -> int:
     gpus = GpuMonitor(start=False)  # NVML opens in a thread after the first frame (tui/screens/main.py)
     try:
         app = make_app(settings, ServerClient(global_argv(args)), gpus, freeze_gc=True)
-        app.watch = bool(getattr(args, "watch", False))
-        if app.watch:
+        app.watching = bool(getattr(args, "watch", False))
+        if app.watching:
             problem = watch_problem()
             if problem:
                 print(f"qwen-tui --watch: {problem}", file=sys.stderr)

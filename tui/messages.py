@@ -1,8 +1,11 @@
 """Every message the console's workers post, in one place. Workers never touch widgets.
 
 Each is a dataclass with typed fields (Textual's Message calls ``__post_init__``, so dataclass
-messages initialise as the hand-written ones did). The backend types are imported for the type
-checker only: the console's first frame must not wait for NVML, httpx or the doctor."""
+messages initialise as the hand-written ones did). ``@dataclass(eq=False)`` is written out on each
+(an alias of it hid the fields from mypy): a message is an event, equal only to itself (as Textual's
+own are), and dataclass's ``__eq__`` for 19 classes cost ~5 ms of the console's start (issue 16).
+The backend types are imported for the type checker only: the console's first frame must not wait
+for NVML, httpx or the doctor."""
 
 from __future__ import annotations
 
@@ -12,10 +15,6 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from backend.supervisor_client import Poll
-
-# eq=False: a message is an event, equal only to itself (as Textual's own are), and dataclass's
-# __eq__ for 19 classes cost ~5 ms of the console's start (issue 16: first frame <= 0.5 s)
-message = dataclass(eq=False)
 
 if TYPE_CHECKING:
     from backend.chat import ChatResult
@@ -28,14 +27,14 @@ if TYPE_CHECKING:
     from backend.setting_rows import Saved
 
 
-@message
+@dataclass(eq=False)
 class ServerPolled(Message):
     """A fresh look at the supervisor's state file and the new log lines."""
 
     poll: Poll
 
 
-@message
+@dataclass(eq=False)
 class ActionFinished(Message):
     """start / stop / restart / sleep / wake finished; `text` says what was done."""
 
@@ -44,7 +43,7 @@ class ActionFinished(Message):
     error: bool = False
 
 
-@message
+@dataclass(eq=False)
 class GpusSampled(Message):
     """One NVML reading of every card and who holds each card (GPU index -> holders)."""
 
@@ -52,7 +51,7 @@ class GpusSampled(Message):
     holders: dict[int, list[Holder]] = field(default_factory=dict)
 
 
-@message
+@dataclass(eq=False)
 class PlanReady(Message):
     """The memory ledger for the current settings (Ledger.to_dict()), or why there is none."""
 
@@ -60,7 +59,7 @@ class PlanReady(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class SettingSaved(Message):
     """A settings edit was written (`saved`) or refused (`error`)."""
 
@@ -68,7 +67,7 @@ class SettingSaved(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class OrphansScanned(Message):
     """Before a start or a restart (the old server still running): processes no supervisor owns."""
 
@@ -77,7 +76,7 @@ class OrphansScanned(Message):
     restart: bool = False
 
 
-@message
+@dataclass(eq=False)
 class OrphanKilled(Message):
     """A targeted kill finished: `stopped` (a Stopped, or a stopped supervisor's text) and a fresh
     scan, or `error`."""
@@ -88,14 +87,14 @@ class OrphanKilled(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class ChatDelta(Message):
     """Reply text that arrived (deltas coalesced for about 50 ms)."""
 
     text: str
 
 
-@message
+@dataclass(eq=False)
 class ChatFinished(Message):
     """A reply ended: `result` with its figures, or `error` and `fix`. Bubbles up so the main
     screen can put the measured tokens/s beside the ledger's ceiling."""
@@ -108,7 +107,7 @@ class ChatFinished(Message):
     conversation: Conversation | None = None  # the conversation it belongs to
 
 
-@message
+@dataclass(eq=False)
 class DoctorReady(Message):
     """The pre-flight checks, or why they could not run."""
 
@@ -116,7 +115,7 @@ class DoctorReady(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class FixProposed(Message):
     """The shown failure's fix as data (backend.fixes.Proposal), or None when its fix is no settings change."""
 
@@ -124,7 +123,7 @@ class FixProposed(Message):
     proposal: Any
 
 
-@message
+@dataclass(eq=False)
 class FixApplied(Message):
     """A fix saved into the config file (`settings` read again), or why it was not."""
 
@@ -134,7 +133,7 @@ class FixApplied(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class StacksDumped(Message):
     """`qwen-tui stacks` from the console (k): where the dump was saved and of how many processes, or why not."""
 
@@ -143,7 +142,7 @@ class StacksDumped(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class P2PReady(Message):
     """`doctor --p2p`'s report (backend.doctor.p2p.run_p2p), or why it could not run."""
 
@@ -151,7 +150,7 @@ class P2PReady(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class MetricsSampled(Message):
     """One read of the server's /metrics: `snapshot` (backend.metrics.Snapshot.to_dict()) and the
     rates since the last read, or `error`."""
@@ -161,7 +160,7 @@ class MetricsSampled(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class BenchProgress(Message):
     """A load-test request started or ended."""
 
@@ -170,7 +169,7 @@ class BenchProgress(Message):
     total: int
 
 
-@message
+@dataclass(eq=False)
 class BenchFinished(Message):
     """A load test ended: `report` is the `bench --json` object, or `error` why it did not run."""
 
@@ -178,7 +177,7 @@ class BenchFinished(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class ReportReady(Message):
     """The triage report (backend/report.py) as Markdown, with what was redacted; or why it could not be built."""
 
@@ -187,7 +186,7 @@ class ReportReady(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class ChatRefused(Message):
     """A message was not sent: prompt + max_tokens would exceed max_model_len. `drop`: the fewest
     oldest exchanges to leave out so it fits (None: dropping cannot make it fit, or it could not
@@ -198,14 +197,14 @@ class ChatRefused(Message):
     drop: int | None
 
 
-@message
+@dataclass(eq=False)
 class BudgetCounted(Message):
     """The context budget line under the chat input."""
 
     budget: Budget
 
 
-@message
+@dataclass(eq=False)
 class ClipboardDelivered(Message):
     """After OSC 52 went out: what the local clipboard or a file did."""
 
@@ -261,7 +260,7 @@ class SweepFinished(Message):
         self.result, self.previous, self.error = result, previous, error
 
 
-@message
+@dataclass(eq=False)
 class PullStarted(Message):
     """A `qwen-tui pull` process was started (its pid and log), or why not."""
 
@@ -270,7 +269,7 @@ class PullStarted(Message):
     error: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class PullPolled(Message):
     """The pull's state file (backend/pull/state.py), whether its process is that pull and alive, and
     why the file was not believed."""
@@ -280,14 +279,14 @@ class PullPolled(Message):
     why: str | None = None
 
 
-@message
+@dataclass(eq=False)
 class HostSampled(Message):
     """One reading of the host's CPU, RAM, swap and the server's RSS (backend.host.HostSample)."""
 
     sample: Any
 
 
-@message
+@dataclass(eq=False)
 class HistoryRead(Message):
     """The flight recorder's window (backend.history.Window) for the history view, or why not."""
 

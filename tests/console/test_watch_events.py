@@ -16,7 +16,7 @@ READY = Poll(state={"state": "ready", "supervisor_pid": 4000, "pid": 4001, "port
 
 async def test_watch_mode_has_no_control_key_and_says_so(qhome):
     app, client = app_with([READY], qhome, "console.confirm=never")
-    app.watch = True
+    app.watching = True
     async with app.run_test(size=(80, 24)) as pilot:
         screen = app.screen
         assert isinstance(screen, MainScreen)

@@ -15,10 +15,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
 from tui.messages import BenchFinished, BenchProgress
+from tui.node import QwenNode
 from tui.palette import style
 
 
-class BenchScreen(ModalScreen[None]):
+class BenchScreen(QwenNode, ModalScreen[None]):
     CSS_PATH = "bench.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("plus", "more", "Double concurrency", id="more"),

@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from tui.messages import DoctorReady, P2PReady
+from tui.node import QwenNode
 from tui.palette import style
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
@@ -31,7 +32,7 @@ def column_widths(screen_width: int) -> tuple[int, int, int, int]:
     return 4, 14, found, rest - found
 
 
-class DoctorScreen(ModalScreen[None]):
+class DoctorScreen(QwenNode, ModalScreen[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("g", "pull", "Get the model (pull)", id="pull"),

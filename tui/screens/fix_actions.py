@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
 from tui.messages import FixApplied, FixProposed, StacksDumped
 from tui.widgets.failure_banner import FailureBanner
 
+if TYPE_CHECKING:
+    from tui.screens.server_actions import MainScreenParts
+else:
+    MainScreenParts = object
 
-class FixActions:
-    """Expects: self.app (QwenApp), self.compute_plan, self.restart_after_plan (MainScreen)."""
+
+class FixActions(MainScreenParts):
+    """Expects: self.app (QwenApp), self.compute_plan, self.restart_after_plan (MainScreenParts)."""
 
     fix_key: tuple[Any, ...] | None = None
     fix: Any = None  # the backend.fixes.Proposal shown, or None

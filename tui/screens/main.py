@@ -21,6 +21,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from backend.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
+from tui.node import QwenNode
 from tui.screens.events import WATCH_BLOCKED
 from tui.screens.fix_actions import FixActions
 from tui.screens.server_actions import ServerActions
@@ -45,7 +46,7 @@ NARROW_W = 100  # below this many columns the side column becomes the one-line s
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
-class MainScreen(ServerActions, FixActions, Screen):
+class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
     # its stylesheet, screens/main.tcss, is loaded with the app's (tui/app.py)
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),
@@ -154,7 +155,7 @@ class MainScreen(ServerActions, FixActions, Screen):
             return self.narrow  # the strip's key, only when there is a strip
         if action == "hide_keys":
             return bool(self.query("HelpPanel"))  # otherwise esc goes on to the chat, the search, the filters
-        return not (getattr(self.app, "watch", False) and action in WATCH_BLOCKED)
+        return not (self.app.watching and action in WATCH_BLOCKED)
 
     def action_toggle_side(self) -> None:
         self.toggle_class("-side-open")
@@ -604,7 +605,7 @@ class MainScreen(ServerActions, FixActions, Screen):
         self.query_one(LogPane).set_view(level="all", search="")
 
     def action_quit_console(self) -> None:
-        if getattr(self.app, "watch", False):  # nothing to keep or stop: watch mode only looks
+        if self.app.watching:  # nothing to keep or stop: watch mode only looks
             self.app.exit()
             return
         self.app.request_quit(self.state.state)

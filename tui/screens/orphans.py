@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Label, Static
 
 from backend.owners import ago
 from tui.messages import OrphanKilled
+from tui.node import QwenNode
 
 GIB = 2**30
 
@@ -26,7 +27,7 @@ def _gib(value: int | None) -> str:
     return f"{value / GIB:.1f} GiB" if value else "—"
 
 
-class OrphanScreen(ModalScreen[str | None]):
+class OrphanScreen(QwenNode, ModalScreen[str | None]):
     """Dismisses with "start" (nothing is left), "force" (start beside them) or None (cancel)."""
 
     CSS_PATH = "orphans.tcss"

@@ -15,6 +15,7 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from tui.messages import ProfilesPlanned
+from tui.node import QwenNode
 from tui.palette import style
 
 NONE_ID = "profile:"  # no profile: [server] as the file has it
@@ -51,7 +52,7 @@ def verdict_text(v, app=None, current: bool = False) -> Text:
     return text
 
 
-class ProfileScreen(ModalScreen[str | None]):
+class ProfileScreen(QwenNode, ModalScreen[str | None]):
     CSS_PATH = "profiles.tcss"
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="close")]
 

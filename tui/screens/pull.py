@@ -23,6 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Label, ProgressBar, Select, Static
 
 from tui.messages import PullPolled, PullStarted
+from tui.node import QwenNode
 from tui.palette import style
 
 POLL_S = 0.3
@@ -57,7 +58,7 @@ class FileRow(Horizontal):
             f"{human_bytes(f.get('done'))} / {human_bytes(size)}{mark.get(f.get('status'), '')}")
 
 
-class PullScreen(ModalScreen[str | None]):
+class PullScreen(QwenNode, ModalScreen[str | None]):
     """Dismisses with "saved" when server.model was set, else None."""
 
     CSS_PATH = "pull.tcss"

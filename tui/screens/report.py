@@ -17,10 +17,11 @@ from textual.widgets import Label, TextArea
 
 from tui import clipboard
 from tui.messages import ReportReady
+from tui.node import QwenNode
 from tui.palette import style
 
 
-class ReportScreen(ModalScreen[None]):
+class ReportScreen(QwenNode, ModalScreen[None]):
     CSS_PATH = "report.tcss"
     BINDINGS = [Binding("w", "save", "Save to a file", id="save"),
                 Binding("y", "copy", "Copy", id="copy"),

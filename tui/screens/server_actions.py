@@ -8,11 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
 from backend.status import SUPERVISED, ServerState
 from tui.messages import ActionFinished, OrphansScanned
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+    from textual.worker import Worker
+
+    from backend.status import ServerStatus
+    from tui.node import QwenNode
+
+    class MainScreenParts(QwenNode, Screen[None]):
+        """What the main screen's mixins (this one, fix_actions.py) use of MainScreen, for mypy."""
+
+        state: ServerStatus
+        plan: dict[str, Any] | None
+        restart_after_plan: bool
+
+        def action_settings(self) -> None: ...
+        def compute_plan(self) -> Worker[None]: ...
+else:
+    MainScreenParts = object  # at run time the mixins are plain classes, MainScreen the Screen
 
 # what is under way, in words, for the status line (with the seconds since it began)
 PENDING = {
@@ -33,8 +53,8 @@ def needs_confirm(policy: str, state: ServerState) -> bool:
     return state == ServerState.READY
 
 
-class ServerActions:
-    """Expects: self.app (QwenApp), self.state (the last poll's state dict), self.plan."""
+class ServerActions(MainScreenParts):
+    """Expects: self.app (QwenApp), self.state (the last poll's status), self.plan (MainScreenParts)."""
 
     busy = False
     busy_action: str | None = None

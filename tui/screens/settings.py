@@ -36,6 +36,7 @@ from backend.setting_rows import (
 )
 from backend.settings import SCHEMA, ConfigError
 from tui.messages import LedgerPreviewed, SettingSaved
+from tui.node import QwenNode
 from tui.palette import style
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
@@ -75,7 +76,7 @@ def _detail(row: Row, app=None) -> Text:
     return text
 
 
-class SettingsScreen(ModalScreen[str | None]):
+class SettingsScreen(QwenNode, ModalScreen[str | None]):
     CSS_PATH = "settings.tcss"
     BINDINGS = [
         Binding("escape", "back", "Cancel edit / close", id="close"),

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Label, Static
 from textual_plotext import PlotextPlot
 
 from tui.messages import SweepEvent, SweepFinished
+from tui.node import QwenNode
 from tui.palette import style
 
 DEFAULT_LEVELS = (1, 4, 8, 16, 32)
@@ -67,7 +68,7 @@ def table_row(row: dict[str, Any], prev: dict[str, Any] | None) -> tuple[str, ..
             _e(row.get("joules_per_output_token"), ".3f"), _e(row.get("output_tokens_per_s_per_w"), ".3f"))
 
 
-class SweepScreen(ModalScreen[None]):
+class SweepScreen(QwenNode, ModalScreen[None]):
     CSS_PATH = "sweep.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("escape", "close", "Stop and close", id="close")]

@@ -24,6 +24,7 @@ from textual.widgets import Input, Static
 
 from backend.conversation import ChatParams, Conversation, figures_line, reply_figures, reply_line
 from tui.messages import BudgetCounted, ChatDelta, ChatFinished, ChatRefused, ClipboardDelivered
+from tui.node import QwenNode
 
 if TYPE_CHECKING:  # start-up: the pane's content and its store load when the chat is first shown
     from backend.conversation_store import Store
@@ -46,7 +47,7 @@ def _preload() -> None:
     warm_up()
 
 
-class ChatPane(Vertical):
+class ChatPane(QwenNode, Vertical):
     DEFAULT_CSS = """
     ChatPane { height: 1fr; }
     ChatPane #chat-log { height: 1fr; padding: 0 1; }

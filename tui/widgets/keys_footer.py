@@ -57,7 +57,7 @@ class KeysFooter(Static):
             pairs.append((self.app.get_key_display(binding), binding.description.lower()))
         from textual.widgets import Input  # start-up: loaded on first use, not before the console's first frame
 
-        if getattr(self.app, "watch", False):  # --watch: said first, whatever else fits
+        if getattr(self.app, "watching", False):  # --watch: said first, whatever else fits
             pairs.insert(0, ("watch mode", "no control keys"))
         typing = isinstance(self.screen.focused, Input)  # there `?` is text: f1 shows the keys
         self.shown = fit(pairs, max(self.size.width - 2, 20), ("f1", "keys") if typing else HELP_KEY)
