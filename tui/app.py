@@ -7,8 +7,10 @@ import gc
 import os
 import signal
 import threading
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
+from textual import work
 from textual.app import App
 from textual.worker import Worker
 
@@ -18,6 +20,10 @@ from backend.status import RUNNING, ServerState
 from tui.screens.main import MainScreen
 from tui.themes import register_themes
 from tui.worker_errors import install as report_worker_errors
+
+if TYPE_CHECKING:
+    from textual.app import SystemCommand
+    from textual.screen import Screen
 
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 # what each worker group does, for the message that says which one failed
@@ -35,7 +41,7 @@ WORKER_PURPOSE = {
 }
 
 
-class QwenApp(App):
+class QwenApp(App[int]):  # exit(0): the result is the exit code
     TITLE = "qwen-tui"
     # --watch: every panel, no key that changes the server (tui/screens/events.py); not `watch`,
     # which was Textual's DOMNode.watch() shadowed by a bool
@@ -97,7 +103,7 @@ class QwenApp(App):
             except (RuntimeError, ValueError, NotImplementedError):  # not the main thread (tests)
                 pass
 
-    def show_worker_failure(self, worker: Worker) -> None:
+    def show_worker_failure(self, worker: Worker[Any]) -> None:
         """Any worker that raised (they run with exit_on_error=False), whoever started it (the app's
         worker manager hands each on, tui/worker_errors.py): say which, and what, where it is seen;
         otherwise its panel would just stop changing."""
@@ -123,7 +129,7 @@ class QwenApp(App):
         self.settings = new
         return new
 
-    def get_system_commands(self, screen: Any):
+    def get_system_commands(self, screen: Screen[Any]) -> Iterator[SystemCommand]:
         """The palette has the chat's commands too (they also have keys in the chat tab)."""
         from textual.app import SystemCommand  # start-up: loaded on first use, not with the console
 
@@ -190,8 +196,9 @@ class QwenApp(App):
         self.quit_choice = "stop"
         self._quitting = True
         self.notify("stopping the server before quitting… (the status line counts down to SIGKILL)")
-        self.run_worker(self._stop_worker, group="quit", exclusive=True, exit_on_error=False)
+        self._stop_worker()
 
+    @work(group="quit", exclusive=True, exit_on_error=False)
     async def _stop_worker(self) -> None:
         await asyncio.to_thread(self.client.stop)
         self.exit(0)

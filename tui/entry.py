@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 
-def run_console(args) -> int:
+def run_console(args: argparse.Namespace) -> int:
     # start-up: the cyclic GC stays off until the console's first frame (the app turns it back on
     # there, freezing what the start built): its ~175 collections on the way cost ~40-50 ms
     gc.disable()
@@ -16,7 +20,7 @@ def run_console(args) -> int:
         gc.enable()  # never left off past the console, whatever happened before its first frame
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import load_settings
     from backend.cli.options import global_argv

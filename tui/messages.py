@@ -19,6 +19,7 @@ from backend.supervisor_client import Poll
 if TYPE_CHECKING:
     from backend.chat import ChatResult
     from backend.clipboard import Delivery
+    from backend.cluster.ops import ClusterStatus
     from backend.context_budget import Budget
     from backend.conversation import Conversation
     from backend.doctor import Check
@@ -215,7 +216,7 @@ class ClipboardDelivered(Message):
 class ClusterPolled(Message):
     """One look at every box and the router (backend.cluster.ops.ClusterStatus), or why there is none."""
 
-    def __init__(self, status: object | None, error: str | None = None) -> None:
+    def __init__(self, status: ClusterStatus | None, error: str | None = None) -> None:
         super().__init__()
         self.status, self.error = status, error
 
@@ -255,7 +256,8 @@ class SweepEvent(Message):
 class SweepFinished(Message):
     """A sweep ended: `result` is the `bench --sweep --json` object (saved), or `error` why it did not run."""
 
-    def __init__(self, result: dict | None, previous: dict | None = None, error: str | None = None) -> None:
+    def __init__(self, result: dict[str, Any] | None, previous: dict[str, Any] | None = None,
+                 error: str | None = None) -> None:
         super().__init__()
         self.result, self.previous, self.error = result, previous, error
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 from textual.theme import Theme
@@ -26,7 +27,7 @@ def load_theme_file(path: Path) -> Theme:
     return Theme(name=fields.pop("name", path.stem), variables=data.get("variables", {}), **fields)
 
 
-def register_themes(app: App, chosen: str) -> list[str]:
+def register_themes(app: App[Any], chosen: str) -> list[str]:
     """Register every theme file; a broken one is skipped. Returns the problems, for the caller to
     say (it registers them before the app runs, when a notification cannot be shown yet)."""
     problems = []

@@ -9,6 +9,7 @@ remember was forgotten by seven of them."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from textual.app import App
 from textual.worker import Worker, WorkerState
@@ -21,17 +22,17 @@ class ReportingWorkerManager(WorkerManager):
     `_remove_worker` is the done callback Textual gives every worker it starts (add_worker and
     start_all, textual 8.x); tests/console/test_worker_failures.py fails if that stops being so."""
 
-    def __init__(self, app: App, on_error: Callable[[Worker], None]) -> None:
+    def __init__(self, app: App[Any], on_error: Callable[[Worker[Any]], None]) -> None:
         super().__init__(app)
         self._on_error = on_error
 
-    def _remove_worker(self, worker: Worker) -> None:
+    def _remove_worker(self, worker: Worker[Any]) -> None:
         super()._remove_worker(worker)
         if worker.state is WorkerState.ERROR:
             self._on_error(worker)
 
 
-def install(app: App, on_error: Callable[[Worker], None]) -> None:
+def install(app: App[Any], on_error: Callable[[Worker[Any]], None]) -> None:
     """Give `app` the reporting manager; before it runs (no worker exists yet)."""
     app._workers = ReportingWorkerManager(app, on_error)
 

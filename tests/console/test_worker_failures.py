@@ -76,6 +76,6 @@ async def test_a_widgets_worker_raising_reaches_the_one_handler(qhome, monkeypat
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await app.screen.mount(reply.MarkdownSegment("# a title\n\nsome text"))
         assert await wait_until(pilot, lambda: app.worker_failures)
-        assert {f[:2] for f in app.worker_failures} == {("_render", "render")}
-        said = "a reply's render (_render) stopped: RuntimeError: markdown-it choked"
+        assert {f[:2] for f in app.worker_failures} == {("_render_at", "render")}
+        said = "a reply's render (_render_at) stopped: RuntimeError: markdown-it choked"
         assert await wait_until(pilot, lambda: any(said in t for t in _toasts(app))), _toasts(app)

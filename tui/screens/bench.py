@@ -4,7 +4,8 @@ the requests in flight, `r` runs again, `esc` stops the run and closes."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -18,6 +19,9 @@ from tui.messages import BenchFinished, BenchProgress
 from tui.node import QwenNode
 from tui.palette import style
 
+if TYPE_CHECKING:
+    from backend.loadtest import Progress
+
 
 class BenchScreen(QwenNode, ModalScreen[None]):
     CSS_PATH = "bench.tcss"
@@ -27,7 +31,7 @@ class BenchScreen(QwenNode, ModalScreen[None]):
                 Binding("w", "sweep", "Concurrency sweep", id="sweep"),
                 Binding("escape", "close", "Stop and close", id="close")]
 
-    def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
+    def __init__(self, status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None) -> None:
         super().__init__()
         from backend.loadtest import BenchConfig  # start-up: loaded on first use, not before the console's first frame
@@ -67,10 +71,12 @@ class BenchScreen(QwenNode, ModalScreen[None]):
         # start-up: loaded on first use, not before the console's first frame
         from backend.loadtest import BenchInputError, run_bench
 
+        def progress(p: Progress) -> None:
+            self.post_message(BenchProgress(p.done, p.in_flight, p.total))
+
         try:
-            report = await run_bench(self.app.settings, self.config,
-                                     lambda p: self.post_message(BenchProgress(p.done, p.in_flight, p.total)),
-                                     status=self.status, plan=self.plan, gpus=self.app.gpus)
+            report = await run_bench(self.app.settings, self.config, progress, status=self.status, plan=self.plan,
+                                     gpus=self.app.gpus)
             self.post_message(BenchFinished(report))
         except BenchInputError as e:
             self.post_message(BenchFinished(None, error=str(e)))
@@ -91,10 +97,10 @@ class BenchScreen(QwenNode, ModalScreen[None]):
         self.running = False
         self.report = message.report
         results = self.query_one("#results", Static)
-        if message.error:
-            results.update(Text(message.error, style(self.app, "error")))
-            return
         rep = message.report
+        if message.error or rep is None:
+            results.update(Text(message.error or "the load test gave no report", style(self.app, "error")))
+            return
         if rep.get("error"):
             fix = rep.get("fix") or "see the server log"
             results.update(Text(f"{rep['error']}\n  fix: {fix}", style(self.app, "error")))

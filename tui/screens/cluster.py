@@ -9,6 +9,9 @@ own worker and post their progress as ClusterStep lines. `esc` goes back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -25,7 +28,7 @@ BOX_EVERY = 6  # polls between two asks of each box's own status (30 s at the de
 COLUMNS = ("box", "state", "health", "router", "run", "wait", "KV tokens", "max conc", "share", "error")
 
 
-def _n(x, spec: str = ".0f") -> str:
+def _n(x: float | None, spec: str = ".0f") -> str:
     return "-" if x is None else format(x, spec)
 
 
@@ -49,7 +52,7 @@ def router_cell(b: ops.BoxRow) -> str:
     return "breaker open" if b.breaker_open else "healthy"
 
 
-class ClusterScreen(Screen):
+class ClusterScreen(Screen[None]):
     CSS_PATH = "cluster.tcss"
     BINDINGS = [
         Binding("d", "drain", "Drain box", id="cluster-drain"),
@@ -108,7 +111,7 @@ class ClusterScreen(Screen):
         if message.status is None:
             self.query_one("#router", Label).update(Text(f"cluster: {message.error}", style(self.app, "error")))
         else:
-            st: ops.ClusterStatus = message.status
+            st = message.status
             before = self._last_totals
             self._last_totals = {b.name: b.requests_total for b in st.boxes if b.requests_total is not None}
             if before:  # the share since the last look, not since each box started
@@ -142,7 +145,7 @@ class ClusterScreen(Screen):
             return None
         return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
 
-    def _ask(self, question: str, detail: str, run) -> None:
+    def _ask(self, question: str, detail: str, run: Callable[[], object]) -> None:
         from tui.screens.confirm import ConfirmScreen  # only this path needs it (start-up, or a cycle)
 
         if self.busy:
@@ -182,14 +185,18 @@ class ClusterScreen(Screen):
 
     @work(thread=True, group="cluster-action", exclusive=True, exit_on_error=False)
     def act(self, what: str, name: str | None) -> None:
-        say = lambda text: self.post_message(ClusterStep(text))  # noqa: E731
+        def say(text: str) -> None:
+            self.post_message(ClusterStep(text))
+
         try:
-            if what == "drain":
-                out = ops.drain(self.cluster, name, say)
-            elif what == "undrain":
-                out = ops.undrain(self.cluster, name, say)
-            else:
+            if what == "rolling":
                 out = ops.rolling_restart(self.cluster, say)
+            elif name is None:  # drain and undrain are asked for with the highlighted box only
+                raise ValueError("no box chosen")
+            elif what == "drain":
+                out = ops.drain(self.cluster, name, say)
+            else:
+                out = ops.undrain(self.cluster, name, say)
             ok = bool(out.get("ok")) and not out.get("timed_out")
             self.post_message(ClusterStep(f"{what} {name or 'every box'}: {'done' if ok else 'NOT done'}"
                                           + ("" if ok else f" ({_first_error(out)})"), done=True, error=not ok))
@@ -209,7 +216,7 @@ class ClusterScreen(Screen):
         self.app.pop_screen()
 
 
-def _first_error(out: dict) -> str:
+def _first_error(out: dict[str, Any]) -> str:
     if out.get("error"):
         return str(out["error"])
     for b in out.get("boxes") or []:

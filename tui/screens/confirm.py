@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -27,7 +28,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Label(self.detail, id="detail", markup=False)
             yield Label("y: yes   any other key: no", id="keys")
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         """A one-key question: whatever is not `y`/enter means no, and never reaches the screen below."""
         if event.key not in ("y", "enter"):
             event.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -37,6 +38,12 @@ from tui.widgets.log_pane import LogPane
 from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.side_panels import SidePanels
 from tui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from backend.gpu import GpuSample
+    from backend.orphans import Holder
+    from backend.settings import Settings
+    from backend.supervisor_client import Poll
 
 POLL_S = 0.2
 IDLE_POLL_S = 0.5  # a settled server's poll: a new state or log line shows within half a second
@@ -104,9 +111,9 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
 
     async def on_mount(self) -> None:
         self.state = ServerStatus(ServerState.STOPPED)
-        self.plan: dict | None = None
+        self.plan: dict[str, Any] | None = None
         self.plan_error: str | None = None
-        self.parsed: dict = {}
+        self.parsed: dict[str, Any] = {}
         self.measured_tps: float | None = None
         self.requests_running: int | None = None
         self.gpu_memory: tuple[float, float] | None = None  # GiB used, total over the cards
@@ -118,7 +125,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
         # read once that batch has ended: from there, after the next refresh, the first frame is out
         self.app.call_later(self.call_after_refresh, self._after_first_frame)
         self._apply_width(self.size.width)
-        self._first_poll: asyncio.Future | None = asyncio.get_running_loop().create_future()
+        self._first_poll: asyncio.Future[Poll] | None = asyncio.get_running_loop().create_future()
         self.poll_server()
         self.read_metrics()
         await self._show_first_poll()
@@ -129,6 +136,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
         slower than FIRST_POLL_S (a long log to parse) comes as every later one does."""
         first = self._first_poll
         assert first is not None
+        poll: Poll | None
         try:
             poll = await asyncio.wait_for(asyncio.shield(first), FIRST_POLL_S)
         except TimeoutError:
@@ -276,8 +284,8 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
 
     def _switch_profile(self, name: str | None, restart: bool = False) -> None:
         # start-up: loaded on first use, not before the console's first frame
+        from backend.errors import ConfigError
         from backend.profiles import settings_for, with_profile
-        from backend.settings import ConfigError
 
         try:
             new = settings_for(self.app.settings, name)
@@ -359,7 +367,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
     def action_cluster(self) -> None:
         """n: the cluster view ([cluster] in the config file: the boxes and the router in front)."""
         from backend.cluster.config import load_cluster  # only this path needs it (start-up, or a cycle)
-        from backend.settings import ConfigError  # only this path needs it (start-up, or a cycle)
+        from backend.errors import ConfigError  # only this path needs it (start-up, or a cycle)
         from tui.screens.cluster import ClusterScreen  # only this path needs it (start-up, or a cycle)
 
         try:
@@ -430,7 +438,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
         # start-up: loaded on first use, not before the console's first frame
         from backend.orphans import holders_by_gpu
 
-        def read() -> tuple[list, dict]:
+        def read() -> tuple[list[GpuSample], dict[int, list[Holder]]]:
             return gpus.sample(), holders_by_gpu(gpus)
 
         while True:
@@ -631,7 +639,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             self._run_action("restart")
 
 
-def _plan_for_console(settings, gpus):
+def _plan_for_console(settings: Settings, gpus: Any) -> tuple[dict[str, Any] | None, str | None]:
     """In a thread: the ledger's imports (~50 ms) stay off the event loop."""
     from backend.ledger import plan_for_console  # start-up: loaded on first use, not before the console's first frame
 

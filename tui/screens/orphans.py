@@ -7,7 +7,7 @@ does it. Another user's processes are listed, never offered."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -19,6 +19,10 @@ from textual.widgets import DataTable, Label, Static
 from backend.owners import ago
 from tui.messages import OrphanKilled
 from tui.node import QwenNode
+
+if TYPE_CHECKING:
+    from backend.orphans import OrphanScan
+    from backend.owners import SupervisorInfo
 
 GIB = 2**30
 
@@ -37,7 +41,7 @@ class OrphanScreen(QwenNode, ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="cancel"),
     ]
 
-    def __init__(self, scan: Any, client: Any, gpus: Any = None) -> None:
+    def __init__(self, scan: OrphanScan, client: Any, gpus: Any = None) -> None:
         super().__init__()
         self.scan, self.client, self.gpus = scan, client, gpus
         self.killing: int | None = None
@@ -90,7 +94,7 @@ class OrphanScreen(QwenNode, ModalScreen[str | None]):
         self.query_one("#question", Label).update(self._headline())
         self.query_one("#question", Label).tooltip = note
 
-    def _supervisor_for(self, pid: int):
+    def _supervisor_for(self, pid: int) -> SupervisorInfo | None:
         """The live supervisor a row belongs to (the row itself, or the one that runs its pid)."""
         sups = getattr(self.scan, "supervisors", [])
         return next((s for s in sups if s.pid == pid), None) or self.scan.owner(pid)
@@ -99,7 +103,8 @@ class OrphanScreen(QwenNode, ModalScreen[str | None]):
         table = self.query_one(DataTable)
         if not table.row_count:
             return None
-        return int(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return int(key) if key is not None else None
 
     def action_kill(self) -> None:
         pid = self.highlighted_pid()
@@ -131,7 +136,7 @@ class OrphanScreen(QwenNode, ModalScreen[str | None]):
         self.kill_worker(pid)
 
     @work(group="orphan-kill", exclusive=True, exit_on_error=False)
-    async def stop_supervisor_worker(self, sup) -> None:
+    async def stop_supervisor_worker(self, sup: SupervisorInfo) -> None:
         try:
             done = await asyncio.to_thread(self.client.stop_supervisor, sup)
             scan = await asyncio.to_thread(self.client.scan_orphans, self._env(), self.gpus)
@@ -148,15 +153,15 @@ class OrphanScreen(QwenNode, ModalScreen[str | None]):
         except Exception as e:  # a refused pid (reused, gone) or a scan error: say it, keep the dialog
             self.post_message(OrphanKilled(pid, error=str(e)))
 
-    def _env(self) -> dict:
+    def _env(self) -> dict[str, str]:
         return self.app.settings.env
 
     @on(OrphanKilled)
     def killed(self, message: OrphanKilled) -> None:
         self.killing = None
         report = self.query_one("#report", Static)
-        if message.error:
-            report.update(f"pid {message.pid}: {message.error}")
+        if message.error or message.stopped is None or message.scan is None:
+            report.update(f"pid {message.pid}: {message.error or 'no answer from the kill'}")
             return
         summary = message.stopped if isinstance(message.stopped, str) else message.stopped.summary()
         report.update(f"pid {message.pid}: {summary}")

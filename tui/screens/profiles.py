@@ -5,9 +5,11 @@ KV tokens, max concurrency at its max_model_len, what it warns), computed at onc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -18,10 +20,13 @@ from tui.messages import ProfilesPlanned
 from tui.node import QwenNode
 from tui.palette import style
 
+if TYPE_CHECKING:
+    from backend.profiles import Verdict
+
 NONE_ID = "profile:"  # no profile: [server] as the file has it
 
 
-def verdict_text(v, app=None, current: bool = False) -> Text:
+def verdict_text(v: Verdict, app: App[Any] | None = None, current: bool = False) -> Text:
     """Two or more lines: name and overlay, then the verdict; warnings and errors below."""
     from backend.profiles import overlay_text  # start-up: loaded on first use, not before the console's first frame
 
@@ -59,7 +64,7 @@ class ProfileScreen(QwenNode, ModalScreen[str | None]):
     def __init__(self, running_profile: str | None = None, running: bool = False) -> None:
         super().__init__()
         self.running_profile, self.running = running_profile, running
-        self.verdicts: list = []
+        self.verdicts: list[Verdict] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):

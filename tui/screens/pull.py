@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -25,6 +26,9 @@ from textual.widgets import Checkbox, Input, Label, ProgressBar, Select, Static
 from tui.messages import PullPolled, PullStarted
 from tui.node import QwenNode
 from tui.palette import style
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 POLL_S = 0.3
 
@@ -47,7 +51,7 @@ class FileRow(Horizontal):
         yield ProgressBar(total=100, show_eta=False, show_percentage=True, classes="file-bar")
         yield Label("", classes="file-bytes")
 
-    def show(self, f: dict) -> None:
+    def show(self, f: dict[str, Any]) -> None:
         # start-up: loaded on first use, not before the console's first frame
         from backend.pull.progress import human_bytes
 
@@ -55,7 +59,7 @@ class FileRow(Horizontal):
         self.query_one(ProgressBar).update(total=max(size, 1), progress=min(f.get("done") or 0, max(size, 1)))
         mark = {"present": " (already here)", "failed": " FAILED", "active": "", "done": "", "pending": ""}
         self.query_one(".file-bytes", Label).update(
-            f"{human_bytes(f.get('done'))} / {human_bytes(size)}{mark.get(f.get('status'), '')}")
+            f"{human_bytes(f.get('done'))} / {human_bytes(size)}{mark.get(str(f.get('status')), '')}")
 
 
 class PullScreen(QwenNode, ModalScreen[str | None]):
@@ -70,7 +74,7 @@ class PullScreen(QwenNode, ModalScreen[str | None]):
     def __init__(self, repo_id: str | None = None) -> None:
         super().__init__()
         self.repo_id = repo_id
-        self.state: dict | None = None  # the pull's state file, last read
+        self.state: dict[str, Any] | None = None  # the pull's state file, last read
         self.alive = False
         self.rows: dict[str, FileRow] = {}
         self.following = False  # showing a pull (running now, or started here)
@@ -119,7 +123,7 @@ class PullScreen(QwenNode, ModalScreen[str | None]):
         return (self.query_one("#repo", Input).value.strip(), str(self.query_one("#source", Select).value),
                 self.query_one("#revision", Input).value.strip(), self.query_one("#folder", Input).value.strip())
 
-    def _target(self, repo: str, folder: str):
+    def _target(self, repo: str, folder: str) -> Path:
         from pathlib import Path  # start-up: loaded on first use, not before the console's first frame
 
         # start-up: loaded on first use, not before the console's first frame
@@ -187,9 +191,9 @@ class PullScreen(QwenNode, ModalScreen[str | None]):
         # start-up: loaded on first use, not before the console's first frame
         from backend.pull import state as pull_state
 
-        def read():
+        def read() -> tuple[dict[str, Any] | None, bool, str | None]:
             data, why = pull_state.read()
-            return data, bool(data) and pull_state.alive(data), why
+            return data, pull_state.alive(data) if data else False, why
 
         while True:
             data, alive, why = await asyncio.to_thread(read)
@@ -252,7 +256,7 @@ class PullScreen(QwenNode, ModalScreen[str | None]):
                 keys = "esc: close (pull again continues where it stopped)"
         self.query_one("#keys", Label).update(keys)
 
-    def _result_text(self, r: dict) -> Text:
+    def _result_text(self, r: dict[str, Any]) -> Text:
         from backend.pull.cli import summary_text  # start-up: loaded on first use, not before the console's first frame
 
         text = Text()
@@ -289,8 +293,8 @@ class PullScreen(QwenNode, ModalScreen[str | None]):
 
     def action_use_folder(self) -> None:
         # start-up: loaded on first use, not before the console's first frame
+        from backend.errors import ConfigError
         from backend.setting_rows import apply_edit
-        from backend.settings import ConfigError
 
         result = (self.state or {}).get("result") or {}
         if not result.get("verified"):

@@ -8,11 +8,12 @@ Dismisses with "restart" (r: restart the server now), "saved" (something was sav
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.markup import escape
@@ -21,6 +22,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from backend.errors import ConfigError
 from backend.setting_rows import (
     Row,
     apply_edit,
@@ -34,7 +36,7 @@ from backend.setting_rows import (
     toml_text,
     type_text,
 )
-from backend.settings import SCHEMA, ConfigError
+from backend.settings import SCHEMA
 from tui.messages import LedgerPreviewed, SettingSaved
 from tui.node import QwenNode
 from tui.palette import style
@@ -47,7 +49,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _prompt(row: Row, app=None) -> Text:
+def _prompt(row: Row, app: App[Any] | None = None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("● " if row.modified else "  ", style(app, "warning", "bold"))
     text.append(f"{row.key:<{KEY_W}} ", "bold")
@@ -60,7 +62,7 @@ def _prompt(row: Row, app=None) -> Text:
     return text
 
 
-def _detail(row: Row, app=None) -> Text:
+def _detail(row: Row, app: App[Any] | None = None) -> Text:
     text = Text()
     text.append(row.dotted, "bold")
     text.append(f" — {row.spec.help}\n")
@@ -97,7 +99,7 @@ class SettingsScreen(QwenNode, ModalScreen[str | None]):
         self.saved_any = False
         self.restart_pending = False
         self.last_preview = None  # the newest backend.ledger.preview.Preview shown
-        self._plan_inputs: tuple[list[dict] | None, str | None] | None = None  # GPUs, vLLM version (once)
+        self._plan_inputs: tuple[list[dict[str, Any]] | None, str | None] | None = None  # GPUs, vLLM version (once)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -264,10 +266,10 @@ class SettingsScreen(QwenNode, ModalScreen[str | None]):
     @on(SettingSaved)
     def setting_saved(self, message: SettingSaved) -> None:
         self.saving = False
-        if message.error:
-            self.show_message(message.error, "error")
-            return
         saved = message.saved
+        if message.error or saved is None:
+            self.show_message(message.error or "not saved", "error")
+            return
         fails = self.last_preview if (self.last_preview is not None and self.last_preview.dotted == saved.dotted
                                       and self.last_preview.errors) else None
         self.last_preview = None

@@ -7,6 +7,7 @@ ledger's max concurrency drawn in. The result is saved (JSON + CSV) in the XDG d
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.text import Text
@@ -31,7 +32,7 @@ PREV = slice(10, 12)  # the previous sweep's columns in COLUMNS and table_row
 SHORT_H = 40  # below this many rows the finished levels fold into the table (the plots need the room)
 
 
-def without_prev(cells: tuple) -> tuple:
+def without_prev(cells: tuple[str, ...]) -> tuple[str, ...]:
     """A row (or the headers) without the previous sweep's columns."""
     return cells[:PREV.start] + cells[PREV.stop:]
 
@@ -73,7 +74,7 @@ class SweepScreen(QwenNode, ModalScreen[None]):
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("escape", "close", "Stop and close", id="close")]
 
-    def __init__(self, status: dict[str, Any] | None = None, plan: dict[str, Any] | None = None,
+    def __init__(self, status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None, transport: Any = None, save_dir: Any = None) -> None:
         super().__init__()
         from backend.sweep import SweepConfig  # start-up: loaded on first use, not before the console's first frame
@@ -125,10 +126,12 @@ class SweepScreen(QwenNode, ModalScreen[None]):
         from backend import sweep  # start-up: loaded on first use, not before the console's first frame
         from backend.loadtest import BenchInputError
 
+        def on_event(ev: Any) -> None:
+            self.post_message(SweepEvent(ev))
+
         try:
             previous = await asyncio.to_thread(sweep.previous, None, self.save_dir)
-            result = await sweep.run_sweep(self.app.settings, self.config,
-                                           lambda ev: self.post_message(SweepEvent(ev)),
+            result = await sweep.run_sweep(self.app.settings, self.config, on_event,
                                            status=self.status, plan=self.plan, transport=self.transport,
                                            gpus=self.app.gpus)
             if any(r["completed"] for r in result["levels"]):
@@ -176,7 +179,8 @@ class SweepScreen(QwenNode, ModalScreen[None]):
         self._plot()
 
     def _prev_row(self, level: int) -> dict[str, Any] | None:
-        for r in (self.previous or {}).get("levels") or []:
+        levels: list[dict[str, Any]] = (self.previous or {}).get("levels") or []
+        for r in levels:
             if r.get("concurrency") == level:
                 return r
         return None
@@ -217,8 +221,10 @@ class SweepScreen(QwenNode, ModalScreen[None]):
         mc, ceiling = pred.get("max_concurrency"), pred.get("decode_ceiling_tokens_per_s")
         top = max(self.config.levels)
         # short titles: at 80×24 each plot is ~35 columns, and plotext drops a title wider than that
-        for wid, title, get in (("#tps", "total tok/s", lambda r: r.get("output_tokens_per_s")),
-                                ("#ttft", "mean TTFT ms", lambda r: (r.get("ttft_ms") or {}).get("mean"))):
+        series: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
+            ("#tps", "total tok/s", lambda r: r.get("output_tokens_per_s")),
+            ("#ttft", "mean TTFT ms", lambda r: (r.get("ttft_ms") or {}).get("mean")))
+        for wid, title, get in series:
             widget = self.query_one(wid, PlotextPlot)
             plt = widget.plt
             plt.clear_data()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.binding import Binding
@@ -27,8 +28,16 @@ from tui.messages import BudgetCounted, ChatDelta, ChatFinished, ChatRefused, Cl
 from tui.node import QwenNode
 
 if TYPE_CHECKING:  # start-up: the pane's content and its store load when the chat is first shown
+    import httpx
+    from textual import events
+    from textual.widget import Widget
+
+    from backend.chat import ChatResult
+    from backend.context_budget import Budget
     from backend.conversation_store import Store
     from tui.widgets.reply import ReplyView
+    from tui.widgets.transcript import Transcript
+    from tui.widgets.waiting_line import WaitingLine
 
 DEMO_NOTE = "demo model: random weights (its replies are word salad, not answers)\n"
 COALESCE_S = 0.05  # join deltas for 50 ms; the ReplyView renders at the pace its renders allow
@@ -72,7 +81,7 @@ class ChatPane(QwenNode, Vertical):
     class Escaped(Message):
         """esc with no reply streaming: the screen decides (a second one leaves the chat)."""
 
-    def __init__(self, store: Store | None = None, **kwargs) -> None:
+    def __init__(self, store: Store | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.store: Store = store  # type: ignore[assignment]  # made by build() when None
         self.conversation = Conversation()
@@ -83,14 +92,15 @@ class ChatPane(QwenNode, Vertical):
         # (base_url, model) of the running server, set by the screen from each poll; None: settings
         self._endpoint_value: tuple[str, str] | None = None
         self._reply: ReplyView | None = None
-        self._pending: list = []  # the user line and reply of the message being sent
-        self._waiting = None  # its WaitingLine until the first delta
-        self.transport = None  # an httpx transport for the pane's client (benchmarks, tests); None: network
-        self._http = None  # the pane's one HTTP client, made on first use
-        self.request_extra: dict | None = None  # extra request fields (tests: ignore_eos)
+        self._pending: list[Widget] = []  # the user line and reply of the message being sent
+        self._waiting: WaitingLine | None = None  # until the first delta
+        # an httpx transport for the pane's client (benchmarks, tests); None: the network
+        self.transport: httpx.AsyncBaseTransport | None = None
+        self._http: httpx.AsyncClient | None = None  # the pane's one HTTP client, made on first use
+        self.request_extra: dict[str, Any] | None = None  # extra request fields (tests: ignore_eos)
         self.max_model_len: int | None = None
         self._known: tuple[int, int] | None = None  # (tokens, messages) the last usage covered
-        self.budget = None  # the last backend.context_budget.Budget
+        self.budget: Budget | None = None  # the last one counted
 
     def on_mount(self) -> None:
         self.conversation = self._new_conversation()
@@ -152,7 +162,7 @@ class ChatPane(QwenNode, Vertical):
         settings = self.app.settings
         return self.endpoint or (settings.base_url, settings.served_name)
 
-    def _client(self):
+    def _client(self) -> httpx.AsyncClient:
         from backend.chat import new_client  # start-up: loaded on first use, not with the console
 
         if self._http is None:  # one client (and connection) for the pane's life
@@ -184,7 +194,7 @@ class ChatPane(QwenNode, Vertical):
         self.streaming = True
         self.ask(text)
 
-    async def _check_budget(self, text: str, messages: list[dict[str, str]]):
+    async def _check_budget(self, text: str, messages: list[dict[str, str]]) -> Budget | None:
         """The budget of sending `messages`; posts ChatRefused and returns None when it does not fit."""
         # start-up: loaded on first use, not with the console
         from backend.context_budget import count, exchanges_to_drop, split_exchanges
@@ -258,7 +268,7 @@ class ChatPane(QwenNode, Vertical):
         except Exception as e:  # never a traceback on screen
             self.post_message(ChatFinished(result, "", error=f"{type(e).__name__}: {e}", conversation=conv))
 
-    def _save(self, conv: Conversation, new: list, served: str, base_url: str, model: str) -> str:
+    def _save(self, conv: Conversation, new: list[dict[str, Any]], served: str, base_url: str, model: str) -> str:
         """Append the exchange to the conversation's file; '' or why it was not saved."""
         from backend.conversation_store import StoreError, server_record  # start-up: loaded on first use
 
@@ -271,7 +281,7 @@ class ChatPane(QwenNode, Vertical):
             return f" · not saved: {e}"
         return ""
 
-    def _count_from_usage(self, result) -> None:
+    def _count_from_usage(self, result: ChatResult) -> None:
         """The history's tokens from the server's usage: the prompt plus the reply just recorded."""
         if result.prompt_tokens is not None and result.completion_tokens is not None:
             self._known = (result.prompt_tokens + result.completion_tokens, len(self.conversation.history()))
@@ -340,7 +350,7 @@ class ChatPane(QwenNode, Vertical):
 
         self.app.push_screen(ContextFitScreen(message.budget.refusal(), message.drop, lower), chosen)
 
-    async def _run_store(self, fn, conv: Conversation) -> None:
+    async def _run_store(self, fn: Callable[[Conversation], object], conv: Conversation) -> None:
         from backend.conversation_store import StoreError  # start-up: loaded on first use, not with the console
 
         if not conv.turns:  # nothing saved yet: kept in memory, written with the first reply
@@ -422,7 +432,7 @@ class ChatPane(QwenNode, Vertical):
         await log.remove_children()
         await log.mount(Static(self._demo_note() + header, classes="figures", markup=False))
         replies: list[tuple[ReplyView, str]] = []
-        widgets: list = []
+        widgets: list[Widget] = []
         for t in conv.turns:
             if t["role"] == "user":
                 widgets.append(Static(f"› {t['content']}", classes="user", markup=False))
@@ -507,16 +517,16 @@ class ChatPane(QwenNode, Vertical):
 
     # Transcript's messages, by their handler names (start-up: tui.widgets.transcript is not imported
     # before the chat is first shown)
-    def on_transcript_cursor_moved(self, message) -> None:
+    def on_transcript_cursor_moved(self, message: Transcript.CursorMoved) -> None:
         cursor = self.query_one("#chat-cursor", Static)
         cursor.update(message.text)
         cursor.display = True
 
-    def on_descendant_blur(self, event) -> None:
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         if event.widget.id == "chat-log":  # the Transcript
             self.query_one("#chat-cursor").display = False
 
-    def on_transcript_command(self, message) -> None:
+    def on_transcript_command(self, message: Transcript.Command) -> None:
         if message.name == "copy":
             if message.item is None:
                 self.app.notify("nothing under the cursor to copy", severity="warning")

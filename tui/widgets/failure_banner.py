@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -20,7 +21,7 @@ class FailureBanner(Static):
     _earlier = False
     _fix: dict[str, Any] | None = None  # backend.fixes.Proposal.to_dict() of the shown failure
 
-    def show(self, failure: dict[str, Any] | None, earlier: bool = False) -> None:
+    def show(self, failure: Mapping[str, Any] | None, earlier: bool = False) -> None:
         """`earlier`: the failure of an earlier attempt, shown while the supervisor tries again."""
         if failure == self._shown and self.has_class("-shown") == bool(failure) \
                 and self.has_class("-earlier") == earlier:

@@ -84,9 +84,10 @@ class FiguresPanel(Static):
         self.border_title = "startup figures"
         self.show({})
 
-    _shown: tuple | None = None
+    _shown: tuple[object, ...] | None = None
 
-    def show(self, parsed: dict[str, Any], timeline: list | None = None, workers: Any = None) -> None:
+    def show(self, parsed: dict[str, Any], timeline: list[tuple[str, float | None, float | None]] | None = None,
+             workers: Any = None) -> None:
         listed = worker_rows(workers)
         shown = (tuple(rows(parsed)), tuple((phase, seconds) for phase, _s, seconds in timeline or []),
                  tuple(listed))

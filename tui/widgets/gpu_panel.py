@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -10,12 +10,18 @@ from textual.widgets import Static
 
 from tui.palette import style
 
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from backend.gpu import GpuSample
+    from backend.orphans import Holder
+
 
 def _na(v: Any, fmt: str = "", unit: str = "") -> str:
     return "N/A" if v is None else f"{format(v, fmt)}{unit}"
 
 
-def bar(fraction: float | None, width: int = 12, app=None) -> Text:
+def bar(fraction: float | None, width: int = 12, app: App[Any] | None = None) -> Text:
     if fraction is None:
         return Text("N/A", "dim")
     n = max(0, min(width, round(fraction * width)))
@@ -23,7 +29,7 @@ def bar(fraction: float | None, width: int = 12, app=None) -> Text:
     return Text("█" * n, style(app, level)) + Text("░" * (width - n), "dim")
 
 
-def rows(s: Any, app=None) -> list[tuple[str, Text | str]]:
+def rows(s: GpuSample, app: App[Any] | None = None) -> list[tuple[str, Text | str]]:
     gib = 2**30
     mem = (f"{s.memory_used_bytes / gib:.1f} / {s.memory_total_bytes / gib:.1f} GiB"
            if s.memory_used_bytes is not None and s.memory_total_bytes else "N/A")
@@ -41,7 +47,7 @@ def rows(s: Any, app=None) -> list[tuple[str, Text | str]]:
     ]
 
 
-def holder_rows(holders: list, most: int = 4, app=None) -> list[tuple[str, Text | str]]:
+def holder_rows(holders: list[Holder], most: int = 4, app: App[Any] | None = None) -> list[tuple[str, Text | str]]:
     """One row per process on the card; not the supervised server's is flagged (an orphan holds
     memory a restart will need)."""
     out: list[tuple[str, Text | str]] = []
@@ -63,7 +69,7 @@ class GpuPanel(Static):
 
     last_rows: list[tuple[str, str]] = []  # what is shown, as plain text
 
-    def show(self, sample: Any, holders: list | None = None) -> None:
+    def show(self, sample: GpuSample, holders: list[Holder] | None = None) -> None:
         self.border_title = f"GPU {sample.index} · {sample.name}"
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", no_wrap=True)

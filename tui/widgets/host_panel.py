@@ -3,7 +3,7 @@ warning when a level-1 sleep (the weights copied into host RAM) would not fit in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -11,6 +11,9 @@ from textual.widgets import Static
 
 from tui.palette import style
 from tui.widgets.gpu_panel import bar
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 GIB = 2**30
 ROLES = {"supervisor": "supervisor", "api_server": "API server", "engine_core": "engine core",
@@ -23,7 +26,7 @@ def _g(b: int | None) -> str:
     return f"{b / GIB:.1f} GiB" if b >= GIB else f"{b / 2**20:.0f} MiB"
 
 
-def rows(s: Any, most: int = 4, app=None) -> list[tuple[str, Text | str]]:
+def rows(s: Any, most: int = 4, app: App[Any] | None = None) -> list[tuple[str, Text | str]]:
     load = "N/A" if s.load_1m is None else f"{s.load_1m:.2f}"
     cpu = "" if s.cpu_percent is None else f", {s.cpu_percent:.0f} % busy"
     ram_frac = s.ram_used_bytes / s.ram_total_bytes if s.ram_total_bytes else None
@@ -48,7 +51,7 @@ class HostPanel(Static):
 
     last_rows: list[tuple[str, str]] = []  # what is shown, as plain text
     warning: str | None = None
-    _shown: tuple | None = None
+    _shown: tuple[object, ...] | None = None
 
     def on_mount(self) -> None:
         self.border_title = "host"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
+from typing import Any
 
 from rich.highlighter import Highlighter
 from rich.text import Text
@@ -104,8 +106,9 @@ class LogPane(Log):
     DEFAULT_CSS = """
     LogPane { height: 1fr; }
     """
+    highlighter: VllmHighlighter  # Log's, narrowed: its styles and prefix width are set here
 
-    def __init__(self, max_lines: int = 20000, **kwargs) -> None:
+    def __init__(self, max_lines: int = 20000, **kwargs: Any) -> None:
         super().__init__(max_lines=max_lines, highlight=True, **kwargs)
         self.highlighter = VllmHighlighter()
         self.border_title = "vLLM log"
@@ -120,7 +123,10 @@ class LogPane(Log):
         self.watch(self, "virtual_size", lambda _size: self.show_scroll_hint(), init=False)
         self.watch(self, "scroll_x", lambda _x: self.show_scroll_hint(), init=False)
         self.use_theme()
-        self.watch(self.app, "theme", lambda _theme: self.call_after_refresh(self.use_theme), init=False)
+        self.watch(self.app, "theme", self._theme_changed, init=False)
+
+    def _theme_changed(self) -> None:
+        self.call_after_refresh(self.use_theme)
 
     def on_resize(self) -> None:
         self.show_scroll_hint()
@@ -139,7 +145,7 @@ class LogPane(Log):
         self.highlighter.styles = {name: colour(self.app, name) for name in ("error", "warning", "secondary")}
         self.set_view()
 
-    def _shown(self, lines) -> list[str]:
+    def _shown(self, lines: Iterable[str]) -> list[str]:
         return [compact(ln) for ln in lines] if self.compact else list(lines)
 
     def toggle_prefix(self) -> None:

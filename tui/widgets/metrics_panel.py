@@ -43,7 +43,7 @@ class MetricsPanel(Static):
         self.border_title = "live: /metrics"
         self.update(Text("shown once the server is READY", "dim"))
 
-    _shown: tuple | None = None
+    _shown: tuple[object, ...] | None = None
 
     def show(self, snap: dict[str, Any] | None, rate: dict[str, Any], error: str | None = None) -> None:
         shown = (None if snap is None else tuple(rows(snap, rate)), error,

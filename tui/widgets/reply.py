@@ -30,12 +30,18 @@ import gc
 import io
 import re
 import time
+from typing import TYPE_CHECKING, Any
 
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
+
+if TYPE_CHECKING:  # start-up: Rich's console and Markdown load with the first reply
+    from rich.console import Console
+    from rich.markdown import Markdown
 
 SEGMENT_CHARS = 1200
 MIN_FLUSH_S, MAX_FLUSH_S, COST_FACTOR = 0.05, 0.5, 4.0
@@ -98,7 +104,7 @@ class FullCollectionsDeferred:
             cls.saved = None
 
 
-def _console(width: int):
+def _console(width: int) -> Console:
     from rich.console import Console  # start-up: loaded on first use, not before the console's first frame
 
     return Console(width=width, file=io.StringIO(), color_system="truecolor", markup=False, highlight=False,
@@ -106,7 +112,7 @@ def _console(width: int):
                    _environ={})
 
 
-def _parse(source: str):
+def _parse(source: str) -> Markdown:
     from rich.markdown import Markdown  # markdown-it and pygments: not before the first reply
 
     return Markdown(source)
@@ -147,7 +153,7 @@ def warm_up() -> None:
     list(Segment.split_and_crop_lines(console.render(_parse(WARM_UP), console.options), 80, pad=False))
 
 
-def render_plain(console, text: str, width: int) -> list[Strip]:
+def render_plain(console: Console, text: str, width: int) -> list[Strip]:
     """Text as it streams: wrapped, no Markdown (cheap enough for the event loop)."""
     from rich.text import Text  # start-up: loaded on first use, not before the console's first frame
 
@@ -163,7 +169,8 @@ class MarkdownSegment(Widget):
 
     DEFAULT_CSS = "MarkdownSegment { height: auto; }"
 
-    def __init__(self, source: str = "", strips: list[Strip] | None = None, width: int = -1, **kwargs) -> None:
+    def __init__(self, source: str = "", strips: list[Strip] | None = None, width: int = -1,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source = source
         self._strips: list[Strip] = strips or []
@@ -175,11 +182,12 @@ class MarkdownSegment(Widget):
         if width != self._wanted and width > 0:
             self._wanted = width
             self.renders += 1
-            self.run_worker(self._render(width), group="render", exclusive=True, exit_on_error=False)
+            self.run_worker(self._render_at(width), group="render", exclusive=True, exit_on_error=False)
         return len(self._strips)
 
-    async def _render(self, width: int) -> None:
-        """This widget's own render, on the event loop in slices (no I/O)."""
+    async def _render_at(self, width: int) -> None:
+        """This widget's own render, on the event loop in slices (no I/O). Not `_render`: that is
+        Widget._render(), which Textual calls to get the text of a mouse selection."""
         strips = await render_markdown(self.source, width, parse_in_thread=len(self.source) > SEGMENT_CHARS)
         if width == self._wanted:
             self._strips, self._width = strips, width
@@ -202,9 +210,10 @@ class OpenSegment(Widget):
 
     DEFAULT_CSS = "OpenSegment { height: auto; }"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.md_source, self.md_strips = "", []
+        self.md_source = ""
+        self.md_strips: list[Strip] = []
         self.md_width = 0  # the width md_strips were rendered at
         self.plain_strips: list[Strip] = []
         self._lines: list[Strip] = []
@@ -233,7 +242,7 @@ class ReplyView(Vertical):
     ReplyView MarkdownSegment.closed { margin-bottom: 1; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.segments: list[str] = []  # closed segments' sources
         self.tail = ""  # the open segment's source
@@ -255,7 +264,7 @@ class ReplyView(Vertical):
         """Everything appended so far, exactly."""
         return "".join(self.segments) + self.tail
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         self._open = OpenSegment(classes="segment open")
         yield self._open
 

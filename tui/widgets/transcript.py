@@ -10,11 +10,13 @@ goes back to the input as text (the main screen routes it there).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from textual import events
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 
 from backend.clipboard import CodeBlock, code_blocks
 from tui.widgets.reply import ReplyView
@@ -62,7 +64,7 @@ class Transcript(VerticalScroll, can_focus=True):
             super().__init__()
             self.text = text
 
-    def __init__(self, *children, **kwargs) -> None:
+    def __init__(self, *children: Widget, **kwargs: Any) -> None:
         super().__init__(*children, **kwargs)
         self.cursor = -1
 

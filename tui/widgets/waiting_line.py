@@ -8,6 +8,7 @@ it is mounted; the chat pane removes it at the first delta or at the end.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from textual.widgets import Static
 
@@ -15,7 +16,7 @@ from textual.widgets import Static
 class WaitingLine(Static):
     DEFAULT_CSS = "WaitingLine { color: $text-muted; height: 1; }"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(self.text(0), markup=False, **kwargs)
         self.started = time.monotonic()
 
