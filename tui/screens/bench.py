@@ -11,25 +11,25 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.containers import VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
 from tui.messages import BenchFinished, BenchProgress
-from tui.node import QwenNode
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 if TYPE_CHECKING:
     from backend.loadtest import Progress
 
 
-class BenchScreen(QwenNode, ModalScreen[None]):
+class BenchScreen(Dialog[None]):
     CSS_PATH = "bench.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("plus", "more", "Double concurrency", id="more"),
                 Binding("minus", "fewer", "Halve concurrency", id="fewer"),
                 Binding("w", "sweep", "Concurrency sweep", id="sweep"),
                 Binding("escape", "close", "Stop and close", id="close")]
+    KEYS = "r: run again   +/-: double/halve concurrency   w: sweep 1,4,8,16,32   esc: stop and close"
 
     def __init__(self, status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None) -> None:
@@ -41,14 +41,11 @@ class BenchScreen(QwenNode, ModalScreen[None]):
         self.running = False
         self.report: dict[str, Any] | None = None
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("", id="config")
-            yield ProgressBar(id="progress", show_eta=False)
-            with VerticalScroll(id="results-box"):  # scrolls at 80×24: the keys line stays on screen
-                yield Static("", id="results")
-            yield Label("r: run again   +/-: double/halve concurrency   w: sweep 1,4,8,16,32   esc: stop and close",
-                        id="keys")
+    def compose_body(self) -> ComposeResult:
+        yield Label("", id="config")
+        yield ProgressBar(id="progress", show_eta=False)
+        with VerticalScroll(id="results-box"):  # scrolls at 80×24: the keys line stays on screen
+            yield Static("", id="results")
 
     def on_mount(self) -> None:
         self.start()

@@ -9,35 +9,34 @@ from dataclasses import fields
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Label
 
 from backend.conversation import PARAM_HELP, ChatParams, parse_param
+from tui.screens.dialog import Dialog
 
 
-class ChatSettingsScreen(ModalScreen[ChatParams | None]):
+class ChatSettingsScreen(Dialog[ChatParams | None]):
     CSS_PATH = "chat_settings.tcss"
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="chat-settings-cancel")]
+    KEYS = "enter: save with this conversation · tab: next field · esc: cancel (new conversations start from [chat])"
     AUTO_FOCUS = "#param-system_prompt"
 
     def __init__(self, params: ChatParams, title: str = "") -> None:
         super().__init__()
         self.params, self.title_text = params, title
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label(f"Settings of this chat{': ' + self.title_text if self.title_text else ''}",
-                        id="question", markup=False)
-            with VerticalScroll(id="fields"):  # scrolls at 80×24, its keys line still on screen
-                for f in fields(ChatParams):
-                    with Horizontal(classes="row"):
-                        yield Label(f.name, classes="name")
-                        yield Input(str(getattr(self.params, f.name)), id=f"param-{f.name}", select_on_focus=False)
-                    yield Label(PARAM_HELP[f.name], classes="help", markup=False)
-            yield Label("", id="detail", markup=False)
-            yield Label("enter: save with this conversation · tab: next field · esc: cancel "
-                        "(new conversations start from [chat])", id="keys", markup=False)
+    def heading(self) -> str:
+        return f"Settings of this chat{': ' + self.title_text if self.title_text else ''}"
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="fields"):  # scrolls at 80×24, its keys line still on screen
+            for f in fields(ChatParams):
+                with Horizontal(classes="row"):
+                    yield Label(f.name, classes="name")
+                    yield Input(str(getattr(self.params, f.name)), id=f"param-{f.name}", select_on_focus=False)
+                yield Label(PARAM_HELP[f.name], classes="help", markup=False)
+        yield Label("", id="detail", markup=False)
 
     @on(Input.Submitted)
     def save(self) -> None:

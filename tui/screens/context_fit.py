@@ -6,31 +6,32 @@ from __future__ import annotations
 
 from textual import events
 from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label
 
+from tui.screens.dialog import Dialog
 
-class ContextFitScreen(ModalScreen[str | None]):
+
+class ContextFitScreen(Dialog[str | None]):
     CSS_PATH = "context_fit.tcss"
+    KEYS = "esc: keep editing (the message stays in the input)"
 
     def __init__(self, refusal: str, drop: int | None, lower_to: int) -> None:
         super().__init__()
         self.refusal, self.drop, self.lower_to = refusal, drop, lower_to
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label(self.refusal, id="question", markup=False)
-            options = []
-            if self.drop:
-                options.append(f"d: leave the oldest {self.drop} exchange{'s' if self.drop != 1 else ''} out of the "
-                               "context (kept in the conversation and its file, no longer sent), then send")
-            if self.lower_to >= 1:
-                options.append(f"m: lower this chat's max_tokens to {self.lower_to}, then send")
-            if not options:
-                options.append("neither dropping old exchanges nor a smaller max_tokens makes it fit: shorten it")
-            yield Label("\n".join(options), id="detail", markup=False)
-            yield Label("esc: keep editing (the message stays in the input)", id="keys")
+    def heading(self) -> str:
+        return self.refusal
+
+    def compose_body(self) -> ComposeResult:
+        options = []
+        if self.drop:
+            options.append(f"d: leave the oldest {self.drop} exchange{'s' if self.drop != 1 else ''} out of the "
+                           "context (kept in the conversation and its file, no longer sent), then send")
+        if self.lower_to >= 1:
+            options.append(f"m: lower this chat's max_tokens to {self.lower_to}, then send")
+        if not options:
+            options.append("neither dropping old exchanges nor a smaller max_tokens makes it fit: shorten it")
+        yield Label("\n".join(options), id="detail", markup=False)
 
     def on_key(self, event: events.Key) -> None:
         event.stop()

@@ -9,19 +9,18 @@ import time
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Label
 
 from backend.conversation_store import Store, StoreError, Summary
+from tui.screens.dialog import Dialog
 
 
 def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
-class ConversationsScreen(ModalScreen[str | None]):
+class ConversationsScreen(Dialog[str | None]):
     CSS_PATH = "conversations.tcss"
     BINDINGS = [
         Binding("r", "rename", "Rename", id="conversations-rename"),
@@ -29,6 +28,8 @@ class ConversationsScreen(ModalScreen[str | None]):
         Binding("x", "export", "Export to Markdown", id="conversations-export"),
         Binding("escape", "close", "Close", id="conversations-close"),
     ]
+    HEADING = "Saved conversations"
+    KEYS = "enter: reopen · r: rename · d: delete · x: export to Markdown · esc: close"
 
     class Listed(Message):
         def __init__(self, rows: list[Summary], error: str = "") -> None:
@@ -40,13 +41,10 @@ class ConversationsScreen(ModalScreen[str | None]):
         self.store, self.current = store, current
         self.rows: list[Summary] = []
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("Saved conversations", id="question")
-            yield DataTable(id="conversations", cursor_type="row", zebra_stripes=True)
-            yield Input(placeholder="new title (enter: save, esc: cancel)", id="rename")
-            yield Label("", id="detail", markup=False)
-            yield Label("enter: reopen · r: rename · d: delete · x: export to Markdown · esc: close", id="keys")
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="conversations", cursor_type="row", zebra_stripes=True)
+        yield Input(placeholder="new title (enter: save, esc: cancel)", id="rename")
+        yield Label("", id="detail", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

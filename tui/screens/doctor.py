@@ -10,13 +10,11 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from tui.messages import DoctorReady, P2PReady
-from tui.node import QwenNode
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 STYLE = {"ok": ("success", ""), "warn": ("warning", ""), "fail": ("error", "bold"), "skip": ("", "dim")}
 RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
@@ -32,19 +30,18 @@ def column_widths(screen_width: int) -> tuple[int, int, int, int]:
     return 4, 14, found, rest - found
 
 
-class DoctorScreen(QwenNode, ModalScreen[None]):
+class DoctorScreen(Dialog[None]):
     CSS_PATH = "doctor.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("g", "pull", "Get the model (pull)", id="pull"),
                 Binding("p", "p2p", "All-reduce check (p2p)", id="p2p"),
                 Binding("escape", "dismiss", "Close", id="close")]
+    KEYS = "r: run again   p: all-reduce check   esc: close"
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("running the checks…", id="summary")
-            yield Label("", id="p2p")
-            yield DataTable(id="checks", cursor_type="row", zebra_stripes=True)
-            yield Label("r: run again   p: all-reduce check   esc: close", id="keys")
+    def compose_body(self) -> ComposeResult:
+        yield Label("running the checks…", id="summary")
+        yield Label("", id="p2p")
+        yield DataTable(id="checks", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

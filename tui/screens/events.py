@@ -6,25 +6,27 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
+
+from tui.screens.dialog import Dialog
 
 # MainScreen actions that change the server or its settings: none of them in watch mode
 WATCH_BLOCKED = frozenset({"start", "stop", "restart", "settings", "profiles", "sleep_wake", "cluster", "pull"})
 SHOWN = 200
 
 
-class EventsScreen(ModalScreen[None]):
+class EventsScreen(Dialog[None]):
     DEFAULT_CSS = """
-    EventsScreen { align: center middle; }
-    EventsScreen #dialog { width: 96%; height: 90%; border: round $accent; padding: 0 1; background: $surface; }
+    EventsScreen #dialog { width: 96%; height: 90%; border: round $accent; padding: 0 1; }
     EventsScreen #events { height: 1fr; }
+    EventsScreen #keys { margin-top: 0; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="close"),
                 Binding("j", "dismiss(None)", "Close", id="close-j", show=False)]
+    KEYS = "esc: close"
 
-    def compose(self) -> ComposeResult:
+    def compose_body(self) -> ComposeResult:
         from backend import events  # start-up: loaded on first use, not before the console's first frame
 
         try:
@@ -33,11 +35,9 @@ class EventsScreen(ModalScreen[None]):
             body = "\n".join(events.line(e) for e in rows) or "no events yet"
         except PermissionError:
             head, body = "Events", f"cannot read {events.journal_path()}: permission denied"
-        with Vertical(id="dialog"):
-            yield Label(head, id="title")
-            with VerticalScroll(id="events"):
-                yield Static(body, id="rows", markup=False)
-            yield Label("esc: close", id="keys")
+        yield Label(head, id="question", markup=False)  # the heading: read with the rows
+        with VerticalScroll(id="events"):
+            yield Static(body, id="rows", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#events", VerticalScroll).scroll_end(animate=False)

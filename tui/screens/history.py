@@ -13,12 +13,11 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+from textual.widgets import Static
 
 from tui.messages import HistoryRead
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 REFRESH_S = 5.0
 WINDOWS = {"1": ("last hour", 3600.0), "2": ("last day", 86400.0)}
@@ -106,12 +105,13 @@ def chart_lines(win: Any, width: int, title: str, app: Any = None) -> list[Text 
     return lines
 
 
-class HistoryScreen(ModalScreen[None]):
+class HistoryScreen(Dialog[None]):
     CSS_PATH = "history.tcss"
     BINDINGS = [Binding("1", "window('1')", "Last hour", id="hour"),
                 Binding("2", "window('2')", "Last day", id="day"),
                 Binding("r", "reload", "Read again", id="reload"),
                 Binding("escape", "dismiss", "Close", id="close")]
+    KEYS = "1: last hour  2: last day  r: read again  esc: close"
 
     def __init__(self) -> None:
         super().__init__()
@@ -119,10 +119,8 @@ class HistoryScreen(ModalScreen[None]):
         self.lines: list[str] = []  # what is shown, as plain text (tests)
         self.window: Any = None
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static("reading the flight recorder…", id="chart")
-            yield Label("1: last hour  2: last day  r: read again  esc: close", id="keys")
+    def compose_body(self) -> ComposeResult:
+        yield Static("reading the flight recorder…", id="chart")
 
     def on_mount(self) -> None:
         self.read_history()

@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING, Any
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from backend.owners import ago
 from tui.messages import OrphanKilled
-from tui.node import QwenNode
+from tui.screens.dialog import Dialog
 
 if TYPE_CHECKING:
     from backend.orphans import OrphanScan
@@ -31,7 +29,7 @@ def _gib(value: int | None) -> str:
     return f"{value / GIB:.1f} GiB" if value else "—"
 
 
-class OrphanScreen(QwenNode, ModalScreen[str | None]):
+class OrphanScreen(Dialog[str | None]):
     """Dismisses with "start" (nothing is left), "force" (start beside them) or None (cancel)."""
 
     CSS_PATH = "orphans.tcss"
@@ -47,13 +45,14 @@ class OrphanScreen(QwenNode, ModalScreen[str | None]):
         self.killing: int | None = None
         self.confirm_supervisor: int | None = None  # a first k on a supervised row asks; a second stops it
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label(self._headline(), id="question")
-            yield DataTable(id="orphans", cursor_type="row", zebra_stripes=True)
-            yield Static("", id="report")
-            yield Label("k: kill the highlighted pid only (or stop the supervisor that runs it)   "
-                        "f: start anyway   esc: cancel", id="keys")
+    KEYS = "k: kill the highlighted pid only (or stop the supervisor that runs it)   f: start anyway   esc: cancel"
+
+    def heading(self) -> str:
+        return self._headline()
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="orphans", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="report")
 
     def _headline(self) -> str:
         n = len(self.scan.orphans)

@@ -9,11 +9,10 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+from textual.widgets import Static
 
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 
 def blocking(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -21,25 +20,24 @@ def blocking(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [p for p in (plan or {}).get("problems") or [] if p.get("severity") == "error"]
 
 
-class PreflightScreen(ModalScreen[str | None]):
+class PreflightScreen(Dialog[str | None]):
     """Dismisses with "force", "settings" or None."""
 
     CSS_PATH = "preflight.tcss"
     BINDINGS = [Binding("f", "dismiss('force')", "Start anyway", id="force"),
                 Binding("e", "dismiss('settings')", "Settings", id="settings"),
                 Binding("escape", "dismiss(None)", "Cancel", id="cancel")]
+    HEADING = "The memory ledger says this launch will fail:"
+    KEYS = "e: edit the settings   f: start anyway   esc: cancel"
 
     def __init__(self, problems: list[dict[str, Any]]) -> None:
         super().__init__()
         self.problems = problems
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("The memory ledger says this launch will fail:", id="question")
-            text = Text()
-            for p in self.problems:
-                text.append(f"{p['kind']}: ", style(self.app, "error", "bold"))
-                text.append(f"{p['message']}\n")
-                text.append(f"  fix: {p['fix']}\n", "italic")
-            yield Static(text, id="problems")
-            yield Label("e: edit the settings   f: start anyway   esc: cancel", id="keys")
+    def compose_body(self) -> ComposeResult:
+        text = Text()
+        for p in self.problems:
+            text.append(f"{p['kind']}: ", style(self.app, "error", "bold"))
+            text.append(f"{p['message']}\n")
+            text.append(f"  fix: {p['fix']}\n", "italic")
+        yield Static(text, id="problems")

@@ -11,14 +11,12 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from tui.messages import ProfilesPlanned
-from tui.node import QwenNode
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 if TYPE_CHECKING:
     from backend.profiles import Verdict
@@ -57,21 +55,19 @@ def verdict_text(v: Verdict, app: App[Any] | None = None, current: bool = False)
     return text
 
 
-class ProfileScreen(QwenNode, ModalScreen[str | None]):
+class ProfileScreen(Dialog[str | None]):
     CSS_PATH = "profiles.tcss"
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="close")]
+    KEYS = "enter: use the highlighted profile (a running server restarts with it, after a question)   esc: close"
 
     def __init__(self, running_profile: str | None = None, running: bool = False) -> None:
         super().__init__()
         self.running_profile, self.running = running_profile, running
         self.verdicts: list[Verdict] = []
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("planning every profile…", id="summary")
-            yield OptionList(id="profiles")
-            yield Label("enter: use the highlighted profile (a running server restarts with it, after a "
-                        "question)   esc: close", id="keys")
+    def compose_body(self) -> ComposeResult:
+        yield Label("planning every profile…", id="summary")
+        yield OptionList(id="profiles")
 
     def on_mount(self) -> None:
         self.query_one("#dialog").border_title = "workload profiles"

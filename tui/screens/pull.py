@@ -20,12 +20,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Label, ProgressBar, Select, Static
 
 from tui.messages import PullPolled, PullStarted
-from tui.node import QwenNode
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -62,7 +61,7 @@ class FileRow(Horizontal):
             f"{human_bytes(f.get('done'))} / {human_bytes(size)}{mark.get(str(f.get('status')), '')}")
 
 
-class PullScreen(QwenNode, ModalScreen[str | None]):
+class PullScreen(Dialog[str | None]):
     """Dismisses with "saved" when server.model was set, else None."""
 
     CSS_PATH = "pull.tcss"
@@ -70,6 +69,7 @@ class PullScreen(QwenNode, ModalScreen[str | None]):
                 Binding("k", "keep_going", "Keep going after quit", id="keep"),
                 Binding("u", "use_folder", "Use this folder for server.model", id="use"),
                 Binding("escape", "close", "Close (the pull goes on)", id="close")]
+    KEYS = "enter: start   esc: close"
 
     def __init__(self, repo_id: str | None = None) -> None:
         super().__init__()
@@ -80,34 +80,32 @@ class PullScreen(QwenNode, ModalScreen[str | None]):
         self.following = False  # showing a pull (running now, or started here)
         self.started_pid: int | None = None
 
-    def compose(self) -> ComposeResult:
+    def compose_body(self) -> ComposeResult:
         from backend.pull.run import SOURCES  # start-up: loaded on first use, not before the console's first frame
 
         model = str(self.app.settings.server.get("model") or "")
         repo = self.repo_id or (model if looks_like_repo_id(model) else "")
-        with Vertical(id="dialog"):
-            yield Label("Get a model: fill in, enter starts", id="summary")
-            with VerticalScroll(id="form"):  # scrolls at 80×24, its keys line still on screen
-                with Horizontal(classes="field"):
-                    yield Label("repo id", classes="field-label")
-                    yield Input(repo, placeholder="ORG/NAME, e.g. Qwen/Qwen2.5-14B-Instruct", id="repo")
-                with Horizontal(classes="field"):
-                    yield Label("source", classes="field-label")
-                    yield Select([(s, s) for s in SOURCES], value="hf", allow_blank=False, id="source")
-                with Horizontal(classes="field"):
-                    yield Label("revision", classes="field-label")
-                    yield Input("", placeholder="main (ModelScope: master)", id="revision")
-                with Horizontal(classes="field"):
-                    yield Label("folder", classes="field-label")
-                    yield Input("", placeholder="default: the XDG data dir's models/<repo id>", id="folder")
-                yield Checkbox("keep going when the console quits (a detached pull)", id="detach")
-                yield Static("", id="target")
-            with Vertical(id="overall"):
-                yield ProgressBar(total=100, show_eta=False, id="overall-bar")
-                yield Static("", id="overall-text")
-            yield VerticalScroll(id="files")
-            yield Static("", id="result")
-            yield Label("enter: start   esc: close", id="keys")
+        yield Label("Get a model: fill in, enter starts", id="summary")
+        with VerticalScroll(id="form"):  # scrolls at 80×24, its keys line still on screen
+            with Horizontal(classes="field"):
+                yield Label("repo id", classes="field-label")
+                yield Input(repo, placeholder="ORG/NAME, e.g. Qwen/Qwen2.5-14B-Instruct", id="repo")
+            with Horizontal(classes="field"):
+                yield Label("source", classes="field-label")
+                yield Select([(s, s) for s in SOURCES], value="hf", allow_blank=False, id="source")
+            with Horizontal(classes="field"):
+                yield Label("revision", classes="field-label")
+                yield Input("", placeholder="main (ModelScope: master)", id="revision")
+            with Horizontal(classes="field"):
+                yield Label("folder", classes="field-label")
+                yield Input("", placeholder="default: the XDG data dir's models/<repo id>", id="folder")
+            yield Checkbox("keep going when the console quits (a detached pull)", id="detach")
+            yield Static("", id="target")
+        with Vertical(id="overall"):
+            yield ProgressBar(total=100, show_eta=False, id="overall-bar")
+            yield Static("", id="overall-text")
+        yield VerticalScroll(id="files")
+        yield Static("", id="result")
 
     def on_mount(self) -> None:
         self.query_one("#overall").display = False

@@ -6,12 +6,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
-from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from tui.screens.dialog import Dialog
 
-class QuitScreen(ModalScreen[str]):
-    """Dismisses with "keep", "stop" or "cancel"."""
+
+class QuitScreen(Dialog[str]):
+    """Dismisses with "keep", "stop" or "cancel". Dialog's frame, its own layout: a grid of buttons."""
 
     CSS_PATH = "quit.tcss"
     BINDINGS = [Binding("escape", "dismiss('cancel')", "Cancel", id="cancel"),

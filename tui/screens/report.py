@@ -11,31 +11,28 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label, TextArea
 
 from tui import clipboard
 from tui.messages import ReportReady
-from tui.node import QwenNode
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 
-class ReportScreen(QwenNode, ModalScreen[None]):
+class ReportScreen(Dialog[None]):
     CSS_PATH = "report.tcss"
     BINDINGS = [Binding("w", "save", "Save to a file", id="save"),
                 Binding("y", "copy", "Copy", id="copy"),
                 Binding("escape", "dismiss", "Close", id="close")]
+    KEYS = "w: save to a file   y: copy   esc: close   (read it before you paste it)"
 
     def __init__(self) -> None:
         super().__init__()
         self.text: str | None = None
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("building the report (doctor, plan, log)…", id="summary")
-            yield TextArea("", read_only=True, soft_wrap=False, id="report")
-            yield Label("w: save to a file   y: copy   esc: close   (read it before you paste it)", id="keys")
+    def compose_body(self) -> ComposeResult:
+        yield Label("building the report (doctor, plan, log)…", id="summary")
+        yield TextArea("", read_only=True, soft_wrap=False, id="report")
 
     def on_mount(self) -> None:
         self.build_report()

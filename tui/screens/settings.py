@@ -15,9 +15,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
@@ -38,8 +36,8 @@ from backend.setting_rows import (
 )
 from backend.settings import SCHEMA
 from tui.messages import LedgerPreviewed, SettingSaved
-from tui.node import QwenNode
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
 VALUE_W, DEFAULT_W = 26, 14
@@ -78,7 +76,7 @@ def _detail(row: Row, app: App[Any] | None = None) -> Text:
     return text
 
 
-class SettingsScreen(QwenNode, ModalScreen[str | None]):
+class SettingsScreen(Dialog[str | None]):
     CSS_PATH = "settings.tcss"
     BINDINGS = [
         Binding("escape", "back", "Cancel edit / close", id="close"),
@@ -101,14 +99,16 @@ class SettingsScreen(QwenNode, ModalScreen[str | None]):
         self.last_preview = None  # the newest backend.ledger.preview.Preview shown
         self._plan_inputs: tuple[list[dict[str, Any]] | None, str | None] | None = None  # GPUs, vLLM version (once)
 
+    def compose_body(self) -> ComposeResult:  # no keys line: the Footer below the dialog has them
+        yield Static(id="target")
+        yield OptionList(id="rows")
+        yield Static(id="detail")
+        yield Input(id="editor")
+        yield Static(id="preview")
+        yield Static(id="message")
+
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static(id="target")
-            yield OptionList(id="rows")
-            yield Static(id="detail")
-            yield Input(id="editor")
-            yield Static(id="preview")
-            yield Static(id="message")
+        yield from super().compose()
         yield Footer()
 
     def on_mount(self) -> None:

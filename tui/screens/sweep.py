@@ -14,14 +14,13 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal
 from textual.widgets import DataTable, Label, Static
 from textual_plotext import PlotextPlot
 
 from tui.messages import SweepEvent, SweepFinished
-from tui.node import QwenNode
 from tui.palette import style
+from tui.screens.dialog import Dialog
 
 DEFAULT_LEVELS = (1, 4, 8, 16, 32)
 # short headers: at 80 columns every column up to "queued" fits; the previous sweep's two come only
@@ -69,10 +68,11 @@ def table_row(row: dict[str, Any], prev: dict[str, Any] | None) -> tuple[str, ..
             _e(row.get("joules_per_output_token"), ".3f"), _e(row.get("output_tokens_per_s_per_w"), ".3f"))
 
 
-class SweepScreen(QwenNode, ModalScreen[None]):
+class SweepScreen(Dialog[None]):
     CSS_PATH = "sweep.tcss"
     BINDINGS = [Binding("r", "rerun", "Run again", id="rerun"),
                 Binding("escape", "close", "Stop and close", id="close")]
+    KEYS = "r: run again   esc: stop and close"
 
     def __init__(self, status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None, transport: Any = None, save_dir: Any = None) -> None:
@@ -88,16 +88,14 @@ class SweepScreen(QwenNode, ModalScreen[None]):
         self.previous: dict[str, Any] | None = None
         self.progress: dict[int, str] = {}
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label("", id="config")
-            yield Static("", id="levels")
-            yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
-            with Horizontal(id="plots"):
-                yield PlotextPlot(id="tps")
-                yield PlotextPlot(id="ttft")
-            yield Static("", id="legend")
-            yield Label("r: run again   esc: stop and close", id="keys")
+    def compose_body(self) -> ComposeResult:
+        yield Label("", id="config")
+        yield Static("", id="levels")
+        yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="plots"):
+            yield PlotextPlot(id="tps")
+            yield PlotextPlot(id="ttft")
+        yield Static("", id="legend")
 
     def on_mount(self) -> None:
         self.query_one("#dialog").border_title = "concurrency sweep"
