@@ -23,9 +23,16 @@ if TYPE_CHECKING:
     from backend.context_budget import Budget
     from backend.conversation import Conversation
     from backend.doctor import Check
+    from backend.fixes import Proposal
     from backend.gpu import GpuSample
+    from backend.history import Window
+    from backend.host import HostSample
+    from backend.ledger.preview import Preview
     from backend.orphans import Holder, OrphanScan, Stopped
+    from backend.profiles import Verdict
     from backend.setting_rows import Saved
+    from backend.settings import Settings
+    from backend.sweep import LevelProgress
 
 
 @dataclass(eq=False)
@@ -121,16 +128,16 @@ class FixProposed(Message):
     """The shown failure's fix as data (backend.fixes.Proposal), or None when its fix is no settings change."""
 
     key: tuple[Any, ...]
-    proposal: Any
+    proposal: Proposal | None
 
 
 @dataclass(eq=False)
 class FixApplied(Message):
     """A fix saved into the config file (`settings` read again), or why it was not."""
 
-    proposal: Any
+    proposal: Proposal
     path: str | None
-    settings: Any
+    settings: Settings | None
     error: str | None = None
 
 
@@ -232,7 +239,7 @@ class ClusterStep(Message):
 class LedgerPreviewed(Message):
     """The ledger for a value being typed in the settings editor (backend.ledger.preview.Preview)."""
 
-    def __init__(self, preview: Any, typed: str) -> None:
+    def __init__(self, preview: Preview, typed: str) -> None:
         super().__init__()
         self.preview, self.typed = preview, typed
 
@@ -240,7 +247,7 @@ class LedgerPreviewed(Message):
 class ProfilesPlanned(Message):
     """The ledger's verdict on every workload profile (backend.profiles.Verdict), or why not."""
 
-    def __init__(self, verdicts: list[Any], error: str | None = None) -> None:
+    def __init__(self, verdicts: list[Verdict], error: str | None = None) -> None:
         super().__init__()
         self.verdicts, self.error = verdicts, error
 
@@ -248,7 +255,7 @@ class ProfilesPlanned(Message):
 class SweepEvent(Message):
     """A concurrency sweep moved: a backend.sweep.LevelProgress, or a finished level's row (dict)."""
 
-    def __init__(self, event: Any) -> None:
+    def __init__(self, event: LevelProgress | dict[str, Any]) -> None:
         super().__init__()
         self.event = event
 
@@ -285,13 +292,13 @@ class PullPolled(Message):
 class HostSampled(Message):
     """One reading of the host's CPU, RAM, swap and the server's RSS (backend.host.HostSample)."""
 
-    sample: Any
+    sample: HostSample
 
 
 @dataclass(eq=False)
 class HistoryRead(Message):
     """The flight recorder's window (backend.history.Window) for the history view, or why not."""
 
-    window: Any
+    window: Window | None
     label: str
     error: str | None = None

@@ -19,6 +19,7 @@ from tui.messages import FixApplied, FixProposed, StacksDumped
 from tui.widgets.failure_banner import FailureBanner
 
 if TYPE_CHECKING:
+    from backend.fixes import Proposal
     from tui.screens.server_actions import MainScreenParts
 else:
     MainScreenParts = object
@@ -28,7 +29,7 @@ class FixActions(MainScreenParts):
     """Expects: self.app (QwenApp), self.compute_plan, self.restart_after_plan (MainScreenParts)."""
 
     fix_key: tuple[Any, ...] | None = None
-    fix: Any = None  # the backend.fixes.Proposal shown, or None
+    fix: Proposal | None = None  # the one shown
 
     def offer_fix(self, failure: Mapping[str, Any] | None) -> None:
         """Called with the failure the banner shows: a new one gets its proposal computed."""
@@ -66,7 +67,7 @@ class FixActions(MainScreenParts):
         self.apply_worker(prop)
 
     @work(group="fix-apply", exclusive=True, exit_on_error=False)
-    async def apply_worker(self, prop: Any) -> None:
+    async def apply_worker(self, prop: Proposal) -> None:
         from backend import fixes  # start-up: loaded on first use, not before the console's first frame
         from backend.errors import ConfigError
 

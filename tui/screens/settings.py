@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -38,6 +38,9 @@ from backend.settings import SCHEMA
 from tui.messages import LedgerPreviewed, SettingSaved
 from tui.palette import style
 from tui.screens.dialog import Dialog
+
+if TYPE_CHECKING:
+    from backend.ledger.preview import Preview
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
 VALUE_W, DEFAULT_W = 26, 14
@@ -96,7 +99,7 @@ class SettingsScreen(Dialog[str | None]):
         self.saving = False
         self.saved_any = False
         self.restart_pending = False
-        self.last_preview = None  # the newest backend.ledger.preview.Preview shown
+        self.last_preview: Preview | None = None  # the newest shown
         self._plan_inputs: tuple[list[dict[str, Any]] | None, str | None] | None = None  # GPUs, vLLM version (once)
 
     def compose_body(self) -> ComposeResult:  # no keys line: the Footer below the dialog has them

@@ -15,6 +15,8 @@ from tui.widgets.gpu_panel import bar
 if TYPE_CHECKING:
     from textual.app import App
 
+    from backend.host import HostSample
+
 GIB = 2**30
 ROLES = {"supervisor": "supervisor", "api_server": "API server", "engine_core": "engine core",
          "worker": "worker", "vllm": "vLLM", "other": "process"}
@@ -26,7 +28,7 @@ def _g(b: int | None) -> str:
     return f"{b / GIB:.1f} GiB" if b >= GIB else f"{b / 2**20:.0f} MiB"
 
 
-def rows(s: Any, most: int = 4, app: App[Any] | None = None) -> list[tuple[str, Text | str]]:
+def rows(s: HostSample, most: int = 4, app: App[Any] | None = None) -> list[tuple[str, Text | str]]:
     load = "N/A" if s.load_1m is None else f"{s.load_1m:.2f}"
     cpu = "" if s.cpu_percent is None else f", {s.cpu_percent:.0f} % busy"
     ram_frac = s.ram_used_bytes / s.ram_total_bytes if s.ram_total_bytes else None
@@ -57,7 +59,7 @@ class HostPanel(Static):
         self.border_title = "host"
         self.update(Text("sampling…", "dim"))
 
-    def show(self, sample: Any, warning: str | None = None) -> None:
+    def show(self, sample: HostSample, warning: str | None = None) -> None:
         shown = rows(sample, app=self.app)
         key = (tuple((n, str(v)) for n, v in shown), warning)
         if key == self._shown:  # an idle box reads the same: no redraw
