@@ -83,7 +83,7 @@ class ChatPane(QwenNode, Vertical):
 
     def __init__(self, store: Store | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.store: Store = store  # type: ignore[assignment]  # made by build() when None
+        self._store = store  # made by build() when None
         self.conversation = Conversation()
         self.built = False  # its widgets: made the first time the chat is shown (build())
         self._build_lock = asyncio.Lock()
@@ -102,6 +102,13 @@ class ChatPane(QwenNode, Vertical):
         self._known: tuple[int, int] | None = None  # (tokens, messages) the last usage covered
         self.budget: Budget | None = None  # the last one counted
 
+    @property
+    def store(self) -> Store:
+        """The conversations' store: the one given, or the default one, made when the chat is built."""
+        if self._store is None:
+            raise RuntimeError("the chat pane's store is made when the chat is first shown (build())")
+        return self._store
+
     def on_mount(self) -> None:
         self.conversation = self._new_conversation()
         # what the first chat needs (httpx, rich.markdown, the pane's widgets) is imported off the
@@ -119,8 +126,8 @@ class ChatPane(QwenNode, Vertical):
             from tui.widgets.chat_input import ChatInput  # start-up: loaded on first use, not with the console
             from tui.widgets.transcript import Transcript  # start-up: loaded on first use, not with the console
 
-            if self.store is None:
-                self.store = Store()
+            if self._store is None:
+                self._store = Store()
             cursor = Static("", id="chat-cursor", markup=False)
             cursor.display = False
             # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
