@@ -15,6 +15,8 @@ from textual.widgets import Input
 class ChatInput(Input):
     def _watch_value(self, value: str) -> None:
         real = self.refresh
+        # for this one call only (restored below): Input's watcher asks refresh(layout=True); mypy
+        # forbids assigning to a method, which is the point here
         self.refresh = lambda *a, layout=False, **kw: real(*a, **kw)  # type: ignore[method-assign]
         try:
             super()._watch_value(value)
