@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from backend.settings.spec import CHAT
+
 # C0 controls but tab and newline, DEL, and the C1 range: a random (or hostile) model's ESC, NUL or
 # BEL would drive the terminal
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -206,8 +208,10 @@ def new_client(api_key: str | None = None, transport: httpx.AsyncBaseTransport |
     return async_client(api_key=api_key, timeout=timeout, transport=transport)
 
 
-async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]], *, max_tokens: int = 256,
-                      temperature: float = 0.7, top_p: float | None = None, api_key: str | None = None,
+async def stream_chat(base_url: str, model: str, messages: list[dict[str, str]], *,
+                      max_tokens: int = CHAT["max_tokens"].default,
+                      temperature: float = CHAT["temperature"].default, top_p: float | None = None,
+                      api_key: str | None = None,
                       result: ChatResult | None = None,
                       transport: httpx.AsyncBaseTransport | None = None,
                       extra: dict[str, Any] | None = None,

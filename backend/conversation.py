@@ -12,26 +12,24 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from backend.settings.spec import CHAT, range_words
+
 if TYPE_CHECKING:  # the console's first frame does not need httpx: backend.chat is imported on first use
     from backend.chat import ChatResult
 
 
-# the ranges vLLM accepts (top_p 0 is refused: "top_p must be in (0, 1]")
-PARAM_RANGES: dict[str, tuple[float, float | None]] = {"temperature": (0.0, 2.0), "top_p": (0.001, 1.0),
-                                                       "max_tokens": (1, None)}
-PARAM_HELP = {"system_prompt": "system message ('' = none)", "temperature": "sampling temperature, 0 to 2",
-              "top_p": "nucleus sampling, above 0 up to 1 (1 = off)",
-              "max_tokens": "most tokens a reply may have (prompt + this must fit in max_model_len)"}
+# each parameter's help and range are its [chat] key's (backend/settings/spec.py)
+PARAM_HELP = {name: key.help + (f", {range_words(key.range)}" if key.range else "") for name, key in CHAT.items()}
 
 
 @dataclass
 class ChatParams:
     """What one conversation samples with; the defaults come from `[chat]`."""
 
-    system_prompt: str = ""
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 512
+    system_prompt: str = ""  # a conversation saved without one has none (the [chat] default is for new ones)
+    temperature: float = CHAT["temperature"].default
+    top_p: float = CHAT["top_p"].default
+    max_tokens: int = CHAT["max_tokens"].default
 
     @classmethod
     def from_chat(cls, chat: dict[str, Any]) -> ChatParams:
@@ -58,10 +56,12 @@ def parse_param(name: str, value: Any) -> Any:
     """One per-chat setting from text or a value; ValueError says what is accepted."""
     if name == "system_prompt":
         return str(value)
-    if name not in PARAM_RANGES:
+    key = CHAT.get(name)
+    if key is None or key.range is None:
         raise ValueError(f"unknown chat setting {name!r}")
-    low, high = PARAM_RANGES[name]
-    kind = int if name == "max_tokens" else float
+    low, high = key.range
+    assert low is not None  # every chat number has a lowest value
+    kind = int if key.type is int else float
     try:
         if isinstance(value, bool):
             raise ValueError
@@ -71,8 +71,7 @@ def parse_param(name: str, value: Any) -> Any:
     except (TypeError, ValueError):
         raise ValueError(f"{name}: {value!r} is not {'a whole number' if kind is int else 'a number'}") from None
     if number < low or (high is not None and number > high):
-        span = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
-        raise ValueError(f"{name}: {number:g} is out of range ({span})")
+        raise ValueError(f"{name}: {number:g} is out of range ({range_words(key.range)})")
     return number
 
 

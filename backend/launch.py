@@ -15,13 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.settings import Settings
+from backend.settings import SERVER, Settings
 
-# Keys that are not flags.
-# the key goes by VLLM_API_KEY; sleep_after_idle_s is the supervisor's own timer, not vLLM's
-_NOT_FLAGS = {"model", "env", "extra_args", "api_key", "api_key_file", "sleep_after_idle_s"}
-# Boolean flags that default to on in V1: False is passed as --no-<flag>.
-_NEGATABLE = {"enable_prefix_caching", "enable_chunked_prefill"}
 # Environment every launch gets: plain log lines (no ANSI), unbuffered output.
 BASE_ENV = {"NO_COLOR": "1", "VLLM_LOGGING_COLOR": "0", "PYTHONUNBUFFERED": "1"}
 
@@ -142,12 +137,13 @@ def server_flags(settings: Settings) -> list[str]:
     """The flags (everything after the model) in the order of the [server] table."""
     args: list[str] = []
     for key, value in settings.server.items():
-        if key in _NOT_FLAGS or value is None:
+        spec = SERVER.get(key)  # each key's spec says whether and how it is a flag
+        if (spec is not None and spec.flag == "none") or value is None:
             continue
         if isinstance(value, bool):
             if value:
                 args.append(_flag(key))
-            elif key in _NEGATABLE:
+            elif spec is not None and spec.flag == "negatable":
                 args.append("--no-" + key.replace("_", "-"))
             continue
         if isinstance(value, list):

@@ -33,19 +33,12 @@ from backend.settings import (
     read_toml,
     remove_setting,
     save_setting,
+    type_name,
 )
 from backend.status import RUNNING, in_group
 
-# Console keys the supervisor process reads when it starts: like [server], they apply on restart.
-SUPERVISOR_KEYS = {"vllm_python", "health_interval_s", "health_grace_s", "stop_timeout", "restart",
-                   "restart_max_failures", "restart_window_s"}
-# Console keys read once when the console starts.
-CONSOLE_START_KEYS = {"gpu_interval_s", "log_max_lines"}
-# Supervisor states in which a server process runs (or is about to run again).
-
 _MISSING = object()
-# Shown masked: the value is never drawn on the screen, put in the editor or in a message.
-SECRET_KEYS = {("server", "api_key")}
+# A secret key (its spec says so) is shown masked: never drawn on the screen, put in the editor or in a message.
 MASK = "•••••• (set)"
 
 
@@ -63,23 +56,31 @@ def toml_text(value: Any) -> str:
 
 
 def type_text(spec: Key) -> str:
-    names = {int: "integer", float: "number", str: "string", bool: "true/false", list: "list",
-             dict: "table"}
-    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
-    return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in types))
+    return type_name(spec.type)
+
+
+def _spec(section: str, key: str) -> Key | None:
+    return SCHEMA.get(section, {}).get(key)
+
+
+def is_secret(section: str, key: str) -> bool:
+    spec = _spec(section, key)
+    return spec is not None and spec.secret
 
 
 def needs_restart(section: str, key: str) -> bool:
     """Whether a change reaches a running server only when it restarts (the launch argv, its
     environment, or what the supervisor reads when it starts)."""
-    return section == "server" or (section == "console" and key in SUPERVISOR_KEYS)
+    spec = _spec(section, key)
+    return spec is not None and spec.needs_restart
 
 
 def effect(section: str, key: str) -> str:
     """When a saved change is used, in words."""
-    if needs_restart(section, key):
+    spec = _spec(section, key)
+    if spec is not None and spec.needs_restart:
         return "on the next server start or restart"
-    if section == "console" and key in CONSOLE_START_KEYS:
+    if spec is not None and spec.applies == "console-start":
         return "when the console starts again"
     if section == "planner":
         return "now: the plan is computed again"
@@ -174,7 +175,7 @@ class Row:
 
     @property
     def secret(self) -> bool:
-        return (self.section, self.key) in SECRET_KEYS
+        return self.spec.secret
 
     @property
     def value_text(self) -> str:
@@ -349,7 +350,7 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
     save_edit(path, edit)
     new = reload(settings) if settings.demo else reload(settings, path)
     dotted = f"{section}.{key}"
-    secret = (section, key) in SECRET_KEYS
+    secret = is_secret(section, key)
     shown = ("removed (default applies)" if edit.unset else
              f"= {MASK}" if secret else f"= {toml_text(edit.value)}")
     note = f"{dotted} {shown}, saved to {path}" + (" (the demo settings file)" if settings.demo else "")

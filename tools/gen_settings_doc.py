@@ -1,5 +1,5 @@
-"""docs/settings.md from the schema (backend/settings.py SCHEMA, RANGES, NON_EMPTY; when a change
-applies from backend/setting_rows.py; the vLLM flag as backend/launch.py writes it).
+"""docs/settings.md from the spec of each key (backend/settings/spec.py: type, default, range, when it
+applies, how it becomes a vLLM flag, secret), in the words the settings screen uses (backend/setting_rows.py).
 
     python tools/gen_settings_doc.py          # rewrite docs/settings.md
     python tools/gen_settings_doc.py --check  # exit 1 if it is not current (tests/unit/test_docs.py)
@@ -33,15 +33,11 @@ def _toml(value: object) -> str:
 
 
 def _flag(key: str, spec: settings.Key) -> str:
-    if key in launch._NOT_FLAGS:
-        return {"model": "the model argument of `vllm serve`", "env": "the server's environment",
-                "extra_args": "appended to the command line as they are",
-                "api_key": "`VLLM_API_KEY` in the server's environment, never on its command line",
-                "api_key_file": "`VLLM_API_KEY` in the server's environment, never on its command line",
-                }.get(key, "none (read by qwen-tui's supervisor, not passed to vLLM)")
+    if spec.flag == "none":
+        return spec.via
     flag = launch._flag(key)
     if spec.type is bool:
-        return f"`{flag}`" + (f" / `--no-{flag[2:]}`" if key in launch._NEGATABLE else " when true")
+        return f"`{flag}`" + (f" / `--no-{flag[2:]}`" if spec.flag == "negatable" else " when true")
     return f"`{flag} VALUE`"
 
 
@@ -53,9 +49,9 @@ def _entry(section: str, key: str, spec: settings.Key) -> str:
     allowed = settings.range_text(section, key)
     if allowed:
         facts.append(allowed)
-    if (section, key) in settings.NON_EMPTY:
+    if spec.non_empty:
         facts.append("not empty")
-    if (section, key) in setting_rows.SECRET_KEYS:
+    if spec.secret:
         facts.append("secret: shown as `<hidden>`")
     text = f"- **`{section}.{key}`**: {spec.help}. " + "; ".join(facts) + "."
     text += f" Applies {setting_rows.effect(section, key)}."
@@ -66,9 +62,9 @@ def _entry(section: str, key: str, spec: settings.Key) -> str:
 
 def render() -> str:
     out = ["# Settings reference", "",
-           "Generated from the schema in `backend/settings.py` by `python tools/gen_settings_doc.py`; "
-           "`tests/unit/test_docs.py`", "fails when it is not current. How the file is found, checked and "
-           "saved: [configuration.md](configuration.md).", "",
+           "Generated from the spec of each key in `backend/settings/spec.py` by `python tools/gen_settings_doc.py`;",
+           "`tests/unit/test_docs.py` fails when it is not current. How the file is found, checked and saved:",
+           "[configuration.md](configuration.md).", "",
            "Each key is set in `config.toml` (`[section]`, then `key = value`), for one run with",
            "`--set section.key=value` (same checks), or from the console's settings screen (`e`).", ""]
     for section, table in settings.SCHEMA.items():
