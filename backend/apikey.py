@@ -13,16 +13,16 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from backend import paths
 from backend.errors import ConfigError
+from backend.settings import Settings
 
-if TYPE_CHECKING:  # the settings use this module (Settings.api_key); it needs their type only
-    from backend.settings import Settings
+# the key as the settings resolve it (below them, so that Settings.api_key needs nothing from here)
+from backend.settings.keyfile import CHILD_VAR, ENV_VAR, read_key_file, resolve_key
 
-ENV_VAR = "QWEN_TUI_API_KEY"
-CHILD_VAR = "VLLM_API_KEY"
+__all__ = ["CHILD_VAR", "ENV_VAR", "read_key_file"]
 HIDDEN = "<hidden>"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "127.0.1.1")
 
@@ -31,45 +31,21 @@ def default_key_file() -> Path:
     return paths.config_dir() / "api_key"
 
 
-def read_key_file(path: str | Path) -> str:
-    p = Path(path).expanduser()
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"server.api_key_file: cannot read {p}: {e.strerror}") from None
-    try:
-        key = raw.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise ConfigError(f"server.api_key_file: {p} is not UTF-8 text") from None
-    if not key or any(c.isspace() for c in key):
-        raise ConfigError(f"server.api_key_file: {p} must hold one key on one line (no spaces)")
-    return key
-
-
 def resolve(settings: Settings, strict: bool = True) -> str | None:
     """The key the server is started with and the console sends, or None (no key).
     strict=False: an unreadable key file counts as no key (for clients; the launch is strict)."""
-    key = os.environ.get(ENV_VAR)
-    if key:
-        return key.strip()
-    path = settings.server.get("api_key_file")
-    if path:
-        try:
-            return read_key_file(path)
-        except ConfigError:
-            if strict:
-                raise
-            return None
-    return settings.server.get("api_key") or os.environ.get(CHILD_VAR) or None
+    srv = settings.server_cfg
+    return resolve_key(srv.api_key_file, srv.api_key, strict)
 
 
 def source(settings: Settings) -> str | None:
     """Where the key comes from, in words (never the key)."""
     if os.environ.get(ENV_VAR):
         return f"${ENV_VAR}"
-    if settings.server.get("api_key_file"):
-        return f"server.api_key_file ({settings.server['api_key_file']})"
-    if settings.server.get("api_key"):
+    srv = settings.server_cfg
+    if srv.api_key_file:
+        return f"server.api_key_file ({srv.api_key_file})"
+    if srv.api_key:
         return "server.api_key" + (" (--set)" if _from_set(settings) else f" in {settings.source}")
     if os.environ.get(CHILD_VAR):
         return f"${CHILD_VAR} (inherited by the server)"
@@ -92,12 +68,12 @@ def warnings(settings: Settings) -> list[str]:
     """Where the key is less private than it should be: a key file or a config holding a key that
     others may read, or a key typed on the command line."""
     out = []
-    path = settings.server.get("api_key_file")
+    path = settings.server_cfg.api_key_file
     if path and not os.environ.get(ENV_VAR):
         mode = _readable_by_others(Path(path).expanduser())
         if mode is not None:
             out.append(f"the key file {path} is readable by others (mode {mode:04o}): chmod 600 {path}")
-    if settings.server.get("api_key") and settings.source and not _from_set(settings):
+    if settings.server_cfg.api_key and settings.source and not _from_set(settings):
         mode = _readable_by_others(Path(settings.source))
         if mode is not None:
             out.append(f"{settings.source} holds server.api_key and is readable by others (mode {mode:04o}): "
@@ -115,13 +91,13 @@ def is_loopback(host: Any) -> bool:
 
 def exposure(settings: Settings) -> str | None:
     """A warning when the server would be reachable from the network without a key."""
-    host = settings.server.get("host")
+    host = settings.server_cfg.host
     if is_loopback(host):
         return None
     if resolve(settings, strict=False):
         return None
     return (f"server.host = {host!r} is reachable from the network without a key: anyone who can reach "
-            f"port {settings.server.get('port')} can use the GPUs and read every prompt. Set a key "
+            f"port {settings.server_cfg.port} can use the GPUs and read every prompt. Set a key "
             f"(qwen-tui gen-key, then server.api_key_file) or bind to 127.0.0.1")
 
 

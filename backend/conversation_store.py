@@ -25,6 +25,7 @@ from typing import Any
 
 from backend import paths
 from backend.conversation import ChatParams, Conversation
+from backend.settings import Settings
 
 SUFFIX = ".jsonl"
 
@@ -232,7 +233,7 @@ class Store:
         return titled[0] if titled else None
 
 
-def server_record(settings: Any, base_url: str = "", model: str = "") -> dict[str, Any]:
+def server_record(settings: Settings, base_url: str = "", model: str = "") -> dict[str, Any]:
     """The server settings a conversation runs under, as saved with it (the API key hidden)."""
     server = settings.snapshot()["server"]
     keep = ("model", "served_model_name", "max_model_len", "tensor_parallel_size", "dtype",

@@ -17,6 +17,8 @@ import asyncio
 import time
 from typing import Any
 
+from backend.settings import Settings
+
 SAMPLE_S = 0.2
 UNKNOWN = "unknown"
 
@@ -99,9 +101,9 @@ def cap_command(gpu_indices: list[int], limit_w: float | None, per_gpu_w: float 
             f"`sudo nvidia-smi -i {ids} -pl {limit_w / len(gpu_indices):.0f}` puts the limit back")
 
 
-def monitor_for(settings: Any) -> Any:
+def monitor_for(settings: Settings) -> Any:
     """A GpuMonitor of the server's GPUs for a CLI run, or None for the CPU build (no NVML to ask)."""
-    if settings.planner.get("device") == "cpu":
+    if settings.planner_cfg.device == "cpu":
         return None
     from backend.gpu import GpuMonitor  # NVML only for a GPU run
     from backend.orphans import configured_gpus

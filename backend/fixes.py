@@ -83,12 +83,8 @@ _CPU_KV = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less 
                      r"\((-?[\d.]+)/([\d.]+) GiB\)")
 
 
-def _server(settings: Settings, key: str) -> Any:
-    return settings.server.get(key)
-
-
 def _util(settings: Settings) -> float:
-    u = _server(settings, "gpu_memory_utilization")
+    u = settings.server_cfg.gpu_memory_utilization
     return float(u) if isinstance(u, (int, float)) else 0.9  # vLLM's default
 
 
@@ -118,7 +114,7 @@ class Facts:
 
 def _kv(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
     msg = str(failure.get("message") or "")
-    old = _server(settings, "max_model_len")
+    old = settings.server_cfg.max_model_len
     new: int | None = None
     if m := _KV_EST.search(msg):
         new, why = int(m.group(1)), f"vLLM estimated {int(m.group(1)):,} tokens as the longest that fits"
@@ -161,7 +157,7 @@ def _util_search(settings: Settings, facts: Facts, start: float) -> tuple[float 
 
 def _no_cache(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
     msg = str(failure.get("message") or "")
-    old = _server(settings, "gpu_memory_utilization")
+    old = settings.server_cfg.gpu_memory_utilization
     floor = _util(settings) + 0.01
     why = "no memory is left for the KV cache once the weights and activations are in"
     if m := _CPU_KV.search(msg):  # the CPU build: requested - consumed <= 0 (vllm/v1/worker/cpu_worker.py)
@@ -192,7 +188,7 @@ def _less_util(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> 
     if total <= 0:
         return None
     what = "RAM" if failure.get("kind") == "cpu_memory" else "GPU memory"
-    old = _server(settings, "gpu_memory_utilization")
+    old = settings.server_cfg.gpu_memory_utilization
     return ([Change("server", "gpu_memory_utilization", _fits_in(free, total), old)],
             f"only {free:g} of {total:g} GiB of {what} is free")
 
@@ -203,7 +199,7 @@ def _p2p(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[
 
 
 def _port(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
-    host, port = str(_server(settings, "host") or "127.0.0.1"), int(_server(settings, "port") or 8000)
+    host, port = str(settings.server_cfg.host or "127.0.0.1"), int(settings.server_cfg.port or 8000)
     for p in range(port + 1, min(port + 1 + PORT_TRIES, 65536)):
         if facts.bind(host, p) is None:
             return [Change("server", "port", p, port)], f"port {port} is in use; {p} is free now"
@@ -215,19 +211,19 @@ def _max_len(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tu
     if not m:
         return None
     new = int(float(m.group(1)))
-    return ([Change("server", "max_model_len", new, _server(settings, "max_model_len"))],
+    return ([Change("server", "max_model_len", new, settings.server_cfg.max_model_len)],
             f"the model handles {new:,} tokens")
 
 
 def _bf16(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
-    return ([Change("server", "dtype", "float16", _server(settings, "dtype"))],
+    return ([Change("server", "dtype", "float16", settings.server_cfg.dtype)],
             "this GPU cannot run bfloat16")
 
 
 def _graphs(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
     if not str(failure.get("fix") or "").startswith("CUDA graph capture ran out of memory"):
         return None
-    return ([Change("server", "enforce_eager", True, _server(settings, "enforce_eager"))],
+    return ([Change("server", "enforce_eager", True, settings.server_cfg.enforce_eager)],
             "CUDA graph capture ran out of memory: no graphs, a slower decode")
 
 
@@ -243,7 +239,7 @@ def cpu_binding(tp: int, cores: list[int]) -> str | None:
 def _numa(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
     import os  # sched_getaffinity: Linux only, and only this kind needs it
 
-    tp = int(_server(settings, "tensor_parallel_size") or 1) * int(_server(settings, "pipeline_parallel_size") or 1)
+    tp = int(settings.server_cfg.tensor_parallel_size or 1) * int(settings.server_cfg.pipeline_parallel_size or 1)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     bind = cpu_binding(tp, cores)
     try:  # the launch's own binding (issue 25's backend/cpu_bind.py) where this checkout has it

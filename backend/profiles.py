@@ -18,7 +18,7 @@ from typing import Any
 from backend.errors import ConfigError
 from backend.profile_overlays import BUILTIN, NAME, apply, merged, overlay_of, unknown
 from backend.setting_rows import toml_text
-from backend.settings import check_profiles, load
+from backend.settings import Settings, check_profiles, load
 
 # their homes: profile_overlays (the data) and settings (the check)
 __all__ = ["BUILTIN", "NAME", "apply", "check_profiles", "merged", "overlay_of", "unknown"]
@@ -63,7 +63,7 @@ class Verdict:
                 f"max_num_seqs {self.max_num_seqs}")
 
 
-def settings_for(settings: Any, name: str | None) -> Any:
+def settings_for(settings: Settings, name: str | None) -> Settings:
     """These settings with profile `name` in place of the active one (None: no profile); --set still wins."""
 
     return load(config=str(settings.source) if settings.source else None, demo=settings.demo,
@@ -85,7 +85,7 @@ def with_profile(global_argv: list[str], name: str | None) -> list[str]:
     return out + (["--profile", name] if name else [])
 
 
-def verdict(settings: Any, name: str, gpus: list[dict[str, Any]] | None = None,
+def verdict(settings: Settings, name: str, gpus: list[dict[str, Any]] | None = None,
             vllm_version: str | None = None) -> Verdict:
     """The ledger's verdict on profile `name` over these settings (never raises)."""
     from backend.ledger import LedgerInputError, plan_from_settings  # the ledger only for a verdict: start-up
@@ -108,11 +108,12 @@ def verdict(settings: Any, name: str, gpus: list[dict[str, Any]] | None = None,
     return v
 
 
-def verdicts(settings: Any, gpus: list[dict[str, Any]] | None = None, vllm_version: str | None = None) -> list[Verdict]:
+def verdicts(settings: Settings, gpus: list[dict[str, Any]] | None = None,
+             vllm_version: str | None = None) -> list[Verdict]:
     return [verdict(settings, name, gpus, vllm_version) for name in settings.profiles]
 
 
-def run_cli(settings: Any, as_json: bool, out: Any = None) -> int:
+def run_cli(settings: Settings, as_json: bool, out: Any = None) -> int:
     """`qwen-tui profiles [--json]`: every profile with its verdict; 0 (a listing, whatever fits)."""
     import json  # the ledger only for a verdict: start-up
     import sys
@@ -121,7 +122,7 @@ def run_cli(settings: Any, as_json: bool, out: Any = None) -> int:
     from backend.ledger.preview import longest_len_text
 
     out = out or sys.stdout
-    gpus = probe_gpus() if settings.planner.get("device") != "cpu" else None
+    gpus = probe_gpus() if settings.planner_cfg.device != "cpu" else None
     found = verdicts(settings, gpus, detect_vllm_version(settings))
     if as_json:
         out.write(json.dumps({"active": settings.profile, "profiles": [v.to_dict() for v in found]}, indent=2) + "\n")

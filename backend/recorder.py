@@ -353,10 +353,10 @@ class Recorder:
 
 def attach(sup: Any) -> Recorder:
     """The recorder of one supervisor (backend/supervisor.py), started: its settings, state dir and GPUs."""
-    console = sup.settings.console
+    console = sup.settings.console_cfg
     rec = Recorder(sup.state_path.parent, lambda: (sup.state, sup.settings.base_url),
-                   interval_s=float(console.get("history_interval_s") or 5.0),
-                   keep_h=float(console.get("history_keep_h") or 48.0), gpus=sup.gpus,
+                   interval_s=float(console.history_interval_s or 5.0),
+                   keep_h=float(console.history_keep_h or 48.0), gpus=sup.gpus,
                    api_key=sup.launch.secret_env.get("VLLM_API_KEY"))
     rec.start()
     return rec

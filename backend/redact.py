@@ -24,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
+from backend.settings import Settings
+
 # Names that must never be replaced as a "user" or "host" word: they are everywhere in a vLLM log.
 COMMON_WORDS = frozenset({"root", "user", "admin", "ubuntu", "vllm", "qwen", "cuda", "nvidia", "python", "torch",
                           "model", "models", "server", "test", "localhost", "home", "debian", "docker", "worker",
@@ -102,10 +104,10 @@ class Redactor:
         self._user_re = re.compile(r"(?<![\w-])" + re.escape(self.user) + r"(?![\w-])", re.I) if self.user else None
 
     @classmethod
-    def for_settings(cls, settings: Any, extra_secrets: Iterable[str] = ()) -> Redactor:
+    def for_settings(cls, settings: Settings, extra_secrets: Iterable[str] = ()) -> Redactor:
         """This machine's home, user and host names, and the settings' key, secret env values and model."""
         secrets = list(extra_secrets)
-        key = getattr(settings, "api_key", None) or settings.server.get("api_key")  # key file/env too
+        key = getattr(settings, "api_key", None) or settings.server_cfg.api_key  # key file/env too
         if key:
             secrets.append(str(key))
         env = dict(os.environ, **settings.env)
@@ -121,7 +123,7 @@ class Redactor:
             pass
         hosts |= {h.split(".")[0] for h in list(hosts)}
         return cls(home=str(Path.home()), user=user, hosts=hosts, secrets=secrets,
-                   model=str(settings.server.get("model") or ""))
+                   model=str(settings.server_cfg.model or ""))
 
     def _sub(self, kind: str, pattern: re.Pattern[str], repl: Any, text: str) -> str:
         def counted(m: re.Match[str]) -> str:

@@ -263,7 +263,7 @@ def environment(settings: Settings) -> dict[str, Any]:
 def gather(settings: Settings, monitor: Any = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every section as plain data (not redacted). Opens NVML itself when `monitor` is None (CUDA only)."""
 
-    own = monitor is None and settings.planner.get("device") != "cpu"
+    own = monitor is None and settings.planner_cfg.device != "cpu"
     if own:
 
         monitor = GpuMonitor(configured_gpus(settings.env))

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from backend import statefile
+from backend.settings import Settings
 from backend.status import IDLE, in_group
 
 ACTIONS = ("sleep", "wake")
@@ -196,7 +197,7 @@ class SleepControl:
         sup._set("ready", f"woke in {self.wake_seconds:.1f} s from a level {level} sleep")
 
 
-def _client(settings: Any) -> httpx.AsyncClient:
+def _client(settings: Settings) -> httpx.AsyncClient:
     from backend.httpclient import async_client  # httpx only once a request is made: start-up
 
     # the key from the key file, $QWEN_TUI_API_KEY or the config, as every console request sends it

@@ -105,7 +105,7 @@ class Supervisor:
         self.on_state = on_state
         self.state_path = state_path or statefile.state_path()
         self.logs_dir = logs_dir or statefile.logs_dir()
-        self.restart_policy = restart or settings.console["restart"]
+        self.restart_policy = restart or settings.console_cfg.restart
         self.state = "stopped"
         self.detail = ""
         self.proc: asyncio.subprocess.Process | None = None
@@ -138,7 +138,7 @@ class Supervisor:
         self.gpus = gpus
         self.gpu_release: dict[str, Any] | None = None
         self._cmdline = statefile.cmdline(os.getpid())  # re-attach checks it with the start time
-        self.sleep = sleep.SleepControl(bool(settings.server.get("enable_sleep_mode")))
+        self.sleep = sleep.SleepControl(bool(settings.server_cfg.enable_sleep_mode))
         self.recorder: Any = None  # backend.recorder.Recorder, its own thread: made in run()
         # a dead supervisor's state whose server backend.adopt proved ours: the first launch is
         # that server, watched, not a new one (its argv shown until a restart launches ours)
@@ -175,10 +175,10 @@ class Supervisor:
         where = self.state_path.parent
         pid = self.proc.pid if self.proc else None
         if state == "starting" and detail.startswith("adopted"):
-            record_event("adopt", detail, where, server_pid=pid, port=self.settings.server.get("port"))
+            record_event("adopt", detail, where, server_pid=pid, port=self.settings.server_cfg.port)
         elif state == "starting":
             record_event("start", f"launched pid {pid}", where, server_pid=pid, attempt=self.restarts + 1,
-                         port=self.settings.server.get("port"), profile=self.settings.profile)
+                         port=self.settings.server_cfg.port, profile=self.settings.profile)
         elif state == "ready" and was == "starting":
             took = (self.ready_at or 0) - (self.started_at or self.ready_at or 0)
             record_event("ready", f"READY in {took:.0f} s" if self.adopted_argv is None else "READY (adopted)",
@@ -202,8 +202,8 @@ class Supervisor:
             "supervisor_pid": os.getpid(),
             "supervisor_create_time": statefile.create_time(os.getpid()),
             "supervisor_cmdline": self._cmdline,
-            "host": self.settings.server.get("host"),
-            "port": self.settings.server.get("port"),
+            "host": self.settings.server_cfg.host,
+            "port": self.settings.server_cfg.port,
             "base_url": self.settings.base_url,
             "served_model_name": self.settings.served_name,
             "served_models": self.served_models,
@@ -350,8 +350,8 @@ class Supervisor:
             self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
 
     async def _watch_health(self) -> None:
-        interval = float(self.settings.console["health_interval_s"])
-        grace = float(self.settings.console["health_grace_s"])
+        interval = float(self.settings.console_cfg.health_interval_s)
+        grace = float(self.settings.console_cfg.health_grace_s)
         from backend.httpclient import async_client  # httpx only once a request is made: start-up
 
         # the key this launch was given (never from argv), as the console's own requests send it
@@ -369,10 +369,10 @@ class Supervisor:
                     # socket, and /v1/models serves the configured name (one loopback request)
                     foreign = await asyncio.to_thread(self._foreign_listener)
                     if foreign:
-                        self.failure = {"kind": "port_in_use", "message": f"port {self.settings.server['port']}"
+                        self.failure = {"kind": "port_in_use", "message": f"port {self.settings.server_cfg.port}"
                                         f" is answered by {foreign}, not by the server this supervisor started",
                                         "fix": "stop that process, or pick another port "
-                                               f"(--set server.port={int(self.settings.server['port']) + 1})"}
+                                               f"(--set server.port={int(self.settings.server_cfg.port) + 1})"}
                         self._launch_failed.set()
                         return
                     await self._fetch_models(client)
@@ -414,7 +414,7 @@ class Supervisor:
         # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
         from backend import owners, procs
 
-        port = int(self.settings.server["port"])
+        port = int(self.settings.server_cfg.port)
         tree = [self.proc.pid, *procs.descendants(self.proc.pid)] if self.proc else []
         for pid in tree:
             try:
@@ -476,7 +476,7 @@ class Supervisor:
             pids = [self.proc.pid, *procs.descendants(self.proc.pid), *pids]
         if not pids:
             return
-        timeout = float(self.settings.console["stop_timeout"])
+        timeout = float(self.settings.console_cfg.stop_timeout)
         if self.ready_at is None:  # still loading: nothing to drain, and vLLM may ignore SIGTERM then
             timeout = min(timeout, STARTING_STOP_TIMEOUT_S)
         done = await asyncio.to_thread(orphans.stop_verified, self._pgid, sorted(set(pids)), timeout,
@@ -567,7 +567,7 @@ class Supervisor:
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> int:
         """Run until stopped (exit code 0) or failed for good (1)."""
-        if self.gpus is None and self.settings.planner.get("device") != "cpu":
+        if self.gpus is None and self.settings.planner_cfg.device != "cpu":
             from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
             from backend.orphans import configured_gpus
 
@@ -599,7 +599,7 @@ class Supervisor:
             repeated = self._record_attempt(rc)
             now = time.time()
             self.failures.append(now)
-            window = float(self.settings.console["restart_window_s"])
+            window = float(self.settings.console_cfg.restart_window_s)
             while self.failures and now - self.failures[0] > window:
                 self.failures.popleft()
             # one state for the decision, written once: "failed" only when it is final (no "failed"
@@ -613,7 +613,7 @@ class Supervisor:
                 final = f"{what} (not restarted: it would fail the same way)"
             elif repeated:
                 final = f"failed the same way twice: not restarted ({kind}: {self.failure.get('message')})"
-            elif len(self.failures) >= int(self.settings.console["restart_max_failures"]):
+            elif len(self.failures) >= int(self.settings.console_cfg.restart_max_failures):
                 final = f"gave up after {len(self.failures)} failures in {window:.0f} s"
             if final is not None:
                 self._set("failed", final)

@@ -28,6 +28,7 @@ import httpx
 from backend import energy, metrics, paths
 from backend.httpclient import async_client
 from backend.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, cli_inputs, predict, run_bench
+from backend.settings import Settings
 
 SAMPLE_S = 0.25
 MAX_LEVEL = 4096
@@ -182,13 +183,13 @@ def level_row(rep: dict[str, Any], concurrency: int, server: dict[str, Any],
     }
 
 
-def settings_record(settings: Any) -> dict[str, Any]:
+def settings_record(settings: Settings) -> dict[str, Any]:
     """What a sweep ran under: the [server] keys (no key, no environment), the profile."""
     server = {k: v for k, v in settings.snapshot()["server"].items() if k not in ("env", "api_key")}
     return {"profile": getattr(settings, "profile", None), "demo": settings.demo, "server": server}
 
 
-async def run_sweep(settings: Any, cfg: SweepConfig, on_event: EventFn | None = None, *,
+async def run_sweep(settings: Settings, cfg: SweepConfig, on_event: EventFn | None = None, *,
                     status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
                     sample_s: float = SAMPLE_S, gpus: Any = None) -> dict[str, Any]:
@@ -368,7 +369,7 @@ def energy_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def run_cli(settings: Any, cfg: SweepConfig, as_json: bool, csv_path: str | None = None,
+def run_cli(settings: Settings, cfg: SweepConfig, as_json: bool, csv_path: str | None = None,
             out: Any = None, err: Any = None, save_dir: Path | None = None) -> int:
     """`qwen-tui bench --sweep`: 0 every request of every level completed, 1 otherwise, 2 bad input."""
     import sys  # the CLI entry only: the console's sweep dialog does not need it

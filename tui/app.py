@@ -61,7 +61,7 @@ class QwenApp(App[int]):  # exit(0): the result is the exit code
         self.main_screen: MainScreen | None = None
         self._quitting = False
         self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
-        self._theme_problems = register_themes(self, settings.console["theme"])
+        self._theme_problems = register_themes(self, settings.console_cfg.theme)
         report_worker_errors(self, self.show_worker_failure)  # every worker's, the app's and its screens'
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
@@ -123,8 +123,8 @@ class QwenApp(App[int]):  # exit(0): the result is the exit code
         from backend.setting_rows import reload  # start-up: loaded on first use, not before the console's first frame
 
         new = settings if settings is not None else reload(self.settings)
-        theme = new.console["theme"]
-        if theme != self.settings.console["theme"] and theme in self.available_themes:
+        theme = new.console_cfg.theme
+        if theme != self.settings.console_cfg.theme and theme in self.available_themes:
             self.theme = theme
         self.settings = new
         return new
@@ -173,7 +173,7 @@ class QwenApp(App[int]):  # exit(0): the result is the exit code
         if self._quitting or isinstance(self.screen, QuitScreen):
             return  # already asking, or already stopping on the way out
         state = state or self.server_state()
-        policy = self.settings.console["on_exit"]
+        policy = self.settings.console_cfg.on_exit
         if state not in RUNNING or policy == "keep":
             self._exit_keep()
         elif policy == "stop":

@@ -112,7 +112,7 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | N
         return None, 2
     from backend import owners  # start-up: a subcommand imports only what it runs
 
-    blockers = owners.start_blockers(str(settings.server.get("host") or "127.0.0.1"), int(settings.server["port"]))
+    blockers = owners.start_blockers(str(settings.server_cfg.host or "127.0.0.1"), int(settings.server_cfg.port))
     if blockers:
         for b in blockers:
             _err(b)

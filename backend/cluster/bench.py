@@ -14,6 +14,7 @@ from backend.cluster.config import check_url, load_cluster
 from backend.errors import ConfigError
 from backend.httpclient import sync_client
 from backend.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, summary_lines, write_report
+from backend.settings import Settings
 
 
 def served_model(url: str, wanted: str, api_key: str | None) -> tuple[str, str | None]:
@@ -28,7 +29,7 @@ def served_model(url: str, wanted: str, api_key: str | None) -> tuple[str, str |
     return str(ids[0]), f"{url} does not serve {wanted!r}; asked for {ids[0]!r}, its first model"
 
 
-def run(settings: Any, cfg: BenchConfig, url: str, on_progress: ProgressFn | None = None) -> dict[str, Any]:
+def run(settings: Settings, cfg: BenchConfig, url: str, on_progress: ProgressFn | None = None) -> dict[str, Any]:
     url = check_url(url, "--url")
     cluster = load_cluster(settings)
     model, note = served_model(url, settings.served_name, settings.api_key)
@@ -55,7 +56,7 @@ def per_box_lines(rep: dict[str, Any]) -> list[str]:
     return ["per box (vllm:request_success_total delta): " + ", ".join(parts)]
 
 
-def run_url(settings: Any, cfg: BenchConfig, url: str, as_json: bool, out: Any = None, err: Any = None) -> int:
+def run_url(settings: Settings, cfg: BenchConfig, url: str, as_json: bool, out: Any = None, err: Any = None) -> int:
     from backend.loadtest import _progress_printer  # only this path needs it (start-up, or a cycle)
 
     out, err = out or sys.stdout, err or sys.stderr

@@ -133,10 +133,10 @@ def plural(n: int, word: str) -> str:
 class Context:
     def __init__(self, settings: Settings, env: Env) -> None:
         self.settings, self.env = settings, env
-        self.server = settings.server
-        self.device = str(settings.planner.get("device") or "cuda")
-        self.tp = int(self.server.get("tensor_parallel_size") or 1)
-        self.pp = int(self.server.get("pipeline_parallel_size") or 1)
+        self.server_cfg = settings.server_cfg
+        self.device = str(settings.planner_cfg.device or "cuda")
+        self.tp = int(self.server_cfg.tensor_parallel_size or 1)
+        self.pp = int(self.server_cfg.pipeline_parallel_size or 1)
         self.world = self.tp * self.pp
         self.server_env = {**env.environ, **settings.env}  # what vLLM's processes will see
         self.monitor = env.monitor

@@ -111,7 +111,7 @@ def check_bf16(ctx: Context) -> Check:
 
     if ctx.device == "cpu":
         return Check("bf16", "skip", 'planner.device = "cpu": no compute capability to check')
-    dtype = canonical_dtype(ctx.server.get("dtype")) or "auto"
+    dtype = canonical_dtype(ctx.server_cfg.dtype) or "auto"
     if dtype in ("float16", "float32"):
         return Check("bf16", "ok", f"dtype {dtype}: bfloat16 not needed")
     explicit = dtype == "bfloat16"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import json
 from pathlib import Path
-from typing import Any
 
 from backend.doctor.context import SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, GiB, MiB, gb, gib, plural
 from backend.hf_cache import hf_cache_root
@@ -40,7 +39,7 @@ def check_shm(ctx: Context) -> Check:
 
 # -- 9. port -----------------------------------------------------------------------------------------
 def check_port(ctx: Context) -> Check:
-    host, port = str(ctx.server.get("host") or "0.0.0.0"), int(ctx.server["port"])
+    host, port = str(ctx.server_cfg.host or "0.0.0.0"), int(ctx.server_cfg.port)
     err = ctx.env.bind(host, port)
     if err is None:
         return Check("port", "ok", f"{host}:{port} is free")
@@ -68,9 +67,9 @@ def check_port(ctx: Context) -> Check:
 NO_FILE_FORMATS = {"dummy", "runai_streamer", "runai_streamer_sharded", "tensorizer"}
 
 
-def load_format(settings_server: dict[str, Any], extra_args: list[str]) -> str:
-    """The --load-format vLLM will use: server.load_format, or one passed in extra_args (last wins)."""
-    fmt = str(settings_server.get("load_format") or "auto")
+def load_format(extra_args: list[str]) -> str:
+    """The --load-format vLLM will use: one passed in extra_args (last wins), else auto (it is no [server] key)."""
+    fmt = "auto"
     for i, arg in enumerate(extra_args):
         if arg == "--load-format" and i + 1 < len(extra_args):
             fmt = extra_args[i + 1]
@@ -118,11 +117,11 @@ def _is_path(model: str) -> bool:
 
 
 def check_model(ctx: Context) -> Check:
-    model = str(ctx.server.get("model") or "")
+    model = str(ctx.server_cfg.model or "")
     if not model:
         return Check("model", "fail", "server.model is empty", "server.model = a repo id or a model folder")
     path = Path(model).expanduser()
-    fmt = load_format(ctx.server, ctx.settings.extra_args)
+    fmt = load_format(ctx.settings.extra_args)
     if path.is_dir():
         bad, summary = folder_problems(path, fmt)
         if bad:
@@ -132,12 +131,12 @@ def check_model(ctx: Context) -> Check:
     if _is_path(model):
         return Check("model", "fail", f"server.model = {model!r}: no such folder",
                      "server.model = the folder that holds config.json, or a Hugging Face repo id")
-    root = hf_cache_root(ctx.server.get("download_dir"), ctx.server_env, ctx.env.home)
+    root = hf_cache_root(ctx.server_cfg.download_dir, ctx.server_env, ctx.env.home)
     repo_dir = root / ("models--" + model.replace("/", "--"))
     snap = _snapshot(repo_dir) if repo_dir.is_dir() else None
     offline = any(ctx.server_env.get(k, "").strip().lower() in ("1", "true", "yes")
                   for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    get = f"huggingface-cli download {model}" + (f" --cache-dir {root}" if ctx.server.get("download_dir") else "")
+    get = f"huggingface-cli download {model}" + (f" --cache-dir {root}" if ctx.server_cfg.download_dir else "")
     if snap is None:
         pulled = _pulled(ctx, model, root, fmt)
         if pulled is not None:
@@ -195,10 +194,10 @@ def _download_bytes(ctx: Context) -> int | None:
 
 
 def check_disk(ctx: Context) -> Check:
-    model = str(ctx.server.get("model") or "")
+    model = str(ctx.server_cfg.model or "")
     if not model or Path(model).expanduser().is_dir() or _is_path(model):
         return Check("disk", "skip", "server.model is a local folder: nothing to download")
-    root = hf_cache_root(ctx.server.get("download_dir"), ctx.server_env, ctx.env.home)
+    root = hf_cache_root(ctx.server_cfg.download_dir, ctx.server_env, ctx.env.home)
     probe = root
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent

@@ -21,6 +21,6 @@ def check_security(ctx: Context) -> Check:
     if warns:
         return Check("security", "warn", "; ".join(warns), "chmod 600 the file named")
     src = apikey.source(s)
-    host = s.server.get("host")
+    host = s.server_cfg.host
     return Check("security", "ok", f"API key from {src}; bound to {host}" if src
                  else f"bound to {host} only (no key needed on loopback)")

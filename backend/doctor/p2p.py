@@ -255,7 +255,7 @@ def plan_modes(ctx: Context) -> tuple[str, list[str], list[Mode]] | str:
         return f"nothing checked: the settings need {ctx.world} GPUs and {n} are visible (see the gpus check)"
     configured = str(ctx.server_env.get("NCCL_P2P_DISABLE", "")).strip() == "1"
     custom_skip = None
-    if ctx.server.get("disable_custom_all_reduce"):
+    if ctx.server_cfg.disable_custom_all_reduce:
         custom_skip = "off in [server] (disable_custom_all_reduce = true): NCCL does the all-reduce"
     elif ctx.install.distribution != "vllm":
         custom_skip = "no CUDA build of vLLM in the server's interpreter"

@@ -36,6 +36,7 @@ from backend.ledger.core import (
     valid_tp_sizes,
 )
 from backend.ledger.shapes import ModelShape, QuantSpec, from_config, lookup, param_count
+from backend.settings import Settings
 
 __all__ = [
     "plan_for_console",
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 
-def run_plan(settings: Any, as_json: bool, out: Any = None, gpus: Any = None) -> int:  # see cli.run_plan
+def run_plan(settings: Settings, as_json: bool, out: Any = None, gpus: Any = None) -> int:  # see cli.run_plan
     import sys  # `python -m backend.ledger` only
 
     from backend.ledger.cli import run_plan as _run  # `python -m backend.ledger` only

@@ -19,6 +19,7 @@ from backend.ledger import cpu_model, learned, overheads
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
 from backend.ledger.shapes import ModelShape, from_config, lookup
+from backend.settings import Settings
 
 GiB = overheads.GiB
 PLANNER_DEFAULT_GIB = 24.0  # backend.settings PLANNER["gpu_memory_gib"].default
@@ -133,10 +134,10 @@ def _visible(env: dict[str, str], n: int) -> list[int] | None:
     return out
 
 
-def cards_from(settings: Any, gpus: list[dict[str, Any]] | None, check_free: bool = True) -> list[Card]:
+def cards_from(settings: Settings, gpus: list[dict[str, Any]] | None, check_free: bool = True) -> list[Card]:
     """Cards vLLM will use: NVML readings when given, else planner.gpu_* (CPU: this machine)."""
-    planner = settings.planner
-    if planner.get("device") == "cpu":
+    planner = settings.planner_cfg
+    if planner.device == "cpu":
         return _cpu_cards(settings, check_free)
     if gpus:
         env = settings.env if hasattr(settings, "env") else {}
@@ -154,18 +155,18 @@ def cards_from(settings: Any, gpus: list[dict[str, Any]] | None, check_free: boo
                                        if g.get("memory_reserved_bytes") is not None else None),
                 source="nvml"))
         return out
-    n = int(planner.get("gpu_count") or 1)
-    gib = float(planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
-    name = str(planner.get("gpu_name") or "GPU")
+    n = int(planner.gpu_count or 1)
+    gib = float(planner.gpu_memory_gib or PLANNER_DEFAULT_GIB)
+    name = str(planner.gpu_name or "GPU")
     return [Card(name, int(gib * GiB), source="planner") for _ in range(max(1, n))]
 
 
-def _cpu_cards(settings: Any, check_free: bool) -> list[Card]:
+def _cpu_cards(settings: Settings, check_free: bool) -> list[Card]:
     """One card per rank: the NUMA node vLLM's CPU worker will size that rank's KV cache from."""
-    gib = float(settings.planner.get("gpu_memory_gib") or PLANNER_DEFAULT_GIB)
-    s = settings.server
-    world = max(1, int(s.get("tensor_parallel_size") or 1)) * max(1, int(s.get("pipeline_parallel_size") or 1))
-    env = cpu_bind.launch_env(s, {str(k): str(v) for k, v in (s.get("env") or {}).items()})
+    gib = float(settings.planner_cfg.gpu_memory_gib or PLANNER_DEFAULT_GIB)
+    srv = settings.server_cfg
+    world = max(1, int(srv.tensor_parallel_size or 1)) * max(1, int(srv.pipeline_parallel_size or 1))
+    env = cpu_bind.launch_env(settings.server, dict(srv.env))
     out = []
     for b in cpu_model.bindings(env, world):
         total, avail = overheads.cpu_total_memory(b.node)
@@ -177,30 +178,24 @@ def _cpu_cards(settings: Any, check_free: bool) -> list[Card]:
 
 
 # -- settings ------------------------------------------------------------------------------------
-def params_from_settings(settings: Any, vllm_version: str | None = None) -> PlanParams:
-    s = settings.server
-    env = {str(k): str(v) for k, v in (s.get("env") or {}).items()}
-    if settings.planner.get("device") == "cpu":  # the binding the launch adds is what vLLM will see
-        env = cpu_bind.launch_env(s, env)
-    mnl = s.get("max_model_len")
-    auto = isinstance(mnl, str) and mnl.strip().lower() == "auto"
-    if auto:
-        mnl = None
-    if isinstance(mnl, str):  # 0.33 accepts "32k"; plan with the number
-        t = mnl.strip().lower()
-        mult = 1024 if t.endswith("k") else 1
-        mnl = int(float(t.rstrip("k")) * mult) if t.rstrip("k").replace(".", "").isdigit() else None
+def params_from_settings(settings: Settings, vllm_version: str | None = None) -> PlanParams:
+    s = settings.server_cfg
+    env = dict(s.env)
+    if settings.planner_cfg.device == "cpu":  # the binding the launch adds is what vLLM will see
+        env = cpu_bind.launch_env(settings.server, env)
+    auto = s.max_model_len == "auto"  # the only word the check lets through (it is written lower-case)
+    mnl = None if isinstance(s.max_model_len, str) else s.max_model_len
     return PlanParams(
-        model=str(s.get("model") or ""), dtype=s.get("dtype"), kv_cache_dtype=s.get("kv_cache_dtype"),
-        tensor_parallel_size=int(s.get("tensor_parallel_size") or 1),
-        pipeline_parallel_size=int(s.get("pipeline_parallel_size") or 1),
-        gpu_memory_utilization=s.get("gpu_memory_utilization"),
-        kv_cache_memory_bytes=s.get("kv_cache_memory_bytes"),
+        model=str(s.model or ""), dtype=s.dtype, kv_cache_dtype=s.kv_cache_dtype,
+        tensor_parallel_size=int(s.tensor_parallel_size or 1),
+        pipeline_parallel_size=int(s.pipeline_parallel_size or 1),
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         max_model_len=mnl if mnl and mnl > 0 else None,
-        max_num_seqs=s.get("max_num_seqs"), max_num_batched_tokens=s.get("max_num_batched_tokens"),
-        block_size=s.get("block_size"), enforce_eager=s.get("enforce_eager"),
-        quantization=s.get("quantization"), cpu_offload_gb=s.get("cpu_offload_gb"),
-        device=str(settings.planner.get("device") or "cuda"), vllm_version=vllm_version, env=env,
+        max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens,
+        block_size=s.block_size, enforce_eager=s.enforce_eager,
+        quantization=s.quantization, cpu_offload_gb=s.cpu_offload_gb,
+        device=str(settings.planner_cfg.device or "cuda"), vllm_version=vllm_version, env=env,
         gpu_count=None, auto_max_model_len=auto)
 
 
@@ -230,20 +225,20 @@ def _records() -> list[dict[str, Any]]:
         return []
 
 
-def plan_from_settings(settings: Any, gpus: list[dict[str, Any]] | None = None, vllm_version: str | None = None,
+def plan_from_settings(settings: Settings, gpus: list[dict[str, Any]] | None = None, vllm_version: str | None = None,
                        check_free: bool = True, learn: bool = True) -> Ledger:
     """The ledger for these settings. Raises LedgerInputError when the model cannot be resolved.
 
     gpus: NVML readings, one dict per device with name, memory_total_bytes, cc (tuple) and
     optionally memory_free_bytes (vLLM refuses to start when free < utilization x total).
     """
-    shape = resolve_shape(str(settings.server.get("model") or ""), settings.server.get("download_dir"))
+    shape = resolve_shape(str(settings.server_cfg.model or ""), settings.server_cfg.download_dir)
     params = params_from_settings(settings, vllm_version)
     cards = cards_from(settings, gpus, check_free)
     if gpus:
         params.gpu_count = len(cards)
     led = learned.plan_learned(shape, params, cards, _records()) if learn else plan(shape, params, cards)
-    if led.device == "cpu" and settings.planner.get("gpu_memory_gib") in (None, PLANNER_DEFAULT_GIB):
+    if led.device == "cpu" and settings.planner_cfg.gpu_memory_gib in (None, PLANNER_DEFAULT_GIB):
         note = _node_memory_note(cards)
         if note:
             led.notes.append(note)
@@ -266,7 +261,7 @@ def _node_memory_note(cards: list[Card]) -> str | None:
     return None
 
 
-def plan_for_console(settings: Any, monitor: Any = None) -> tuple[dict[str, Any] | None, str | None]:
+def plan_for_console(settings: Settings, monitor: Any = None) -> tuple[dict[str, Any] | None, str | None]:
     """The plan JSON for the console's ledger panel, or (None, why). Never raises.
 
     `monitor` is a backend.gpu.GpuMonitor (or None): its static facts replace the planner's card.

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from backend.ledger.adapter import LedgerInputError, plan_from_settings
 from backend.ledger.core import GiB, Ledger
+from backend.settings import Settings
 
 
 def probe_gpus() -> list[dict[str, Any]] | None:
@@ -28,7 +29,7 @@ def probe_gpus() -> list[dict[str, Any]] | None:
         mon.shutdown()
 
 
-def detect_vllm_version(settings: Any) -> str | None:
+def detect_vllm_version(settings: Settings) -> str | None:
     """The vLLM version the server's interpreter has (package metadata; no import of vllm)."""
     try:
         # only for the CLI or a real install: plan() stays a pure function
@@ -137,10 +138,11 @@ def format_table(led: Ledger) -> str:
     return "\n".join(head + body + tail) + "\n"
 
 
-def run_plan(settings: Any, as_json: bool, out: TextIO = sys.stdout, gpus: list[dict[str, Any]] | None = None) -> int:
+def run_plan(settings: Settings, as_json: bool, out: TextIO = sys.stdout,
+             gpus: list[dict[str, Any]] | None = None) -> int:
     """Print the ledger for `settings`; 0 fits, 1 does not fit, 2 bad input."""
     try:
-        if gpus is None and settings.planner.get("device") != "cpu":
+        if gpus is None and settings.planner_cfg.device != "cpu":
             gpus = probe_gpus()
         ledger = plan_from_settings(settings, gpus=gpus, vllm_version=detect_vllm_version(settings))
     except LedgerInputError as e:

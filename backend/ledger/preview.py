@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.errors import ConfigError
-from backend.settings import SCHEMA
+from backend.settings import SCHEMA, Settings
 
 LEDGER_KEYS: frozenset[tuple[str, str]] = frozenset(
     {("server", k) for k in ("model", "dtype", "kv_cache_dtype", "tensor_parallel_size", "pipeline_parallel_size",
@@ -76,7 +76,7 @@ class Preview:
         return out
 
 
-def with_value(settings: Any, section: str, key: str, text: str) -> tuple[Any, str]:
+def with_value(settings: Settings, section: str, key: str, text: str) -> tuple[Settings, str]:
     """A copy of `settings` with the typed value in place (the file and the running server untouched),
     and a note when this run forces the key anyway. Raises ConfigError for text that is not a value."""
     # only for the CLI or a real install: plan() stays a pure function
@@ -97,7 +97,7 @@ def with_value(settings: Any, section: str, key: str, text: str) -> tuple[Any, s
     return new, note
 
 
-def preview(settings: Any, section: str, key: str, text: str, gpus: list[dict[str, Any]] | None = None,
+def preview(settings: Settings, section: str, key: str, text: str, gpus: list[dict[str, Any]] | None = None,
             vllm_version: str | None = None) -> Preview:
     """Never raises: a bad value or an unplannable one is said in the Preview."""
     # only for the CLI or a real install: plan() stays a pure function

@@ -281,11 +281,11 @@ def not_downloaded(settings: Settings) -> str | None:
     from backend.hf_cache import hf_cache_root
     from backend.hf_cache import snapshot as _snapshot
 
-    model = str(settings.server.get("model") or "")
+    model = str(settings.server_cfg.model or "")
     if not model or check_repo_id(model) or Path(model).expanduser().exists():
         return None
     env = {**os.environ, **settings.env}
-    root = hf_cache_root(settings.server.get("download_dir"), env, Path.home())
+    root = hf_cache_root(settings.server_cfg.download_dir, env, Path.home())
     if _snapshot(root / ("models--" + model.replace("/", "--"))) is not None:
         return None
     if (default_local_dir(model) / "config.json").is_file():

@@ -33,7 +33,8 @@ class Settings:
     profile: str | None = None  # the active workload profile ([profiles.NAME] over [server])
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # every known profile
     # section name -> (the values it was built from, the typed section): built again when they change
-    _typed: dict[str, tuple[dict[str, Any], Any]] = field(default_factory=dict, repr=False, compare=False)
+    _typed: dict[str, tuple[dict[str, Any], Any]] = field(default_factory=dict, init=False, repr=False,
+                                                          compare=False)
 
     def _section(self, name: str, cls: type[T]) -> T:
         values = getattr(self, name)

@@ -61,7 +61,7 @@ class FakeSleepSup:
 
     def __init__(self, idle_s: float) -> None:
         self.recorder: recorder.Recorder | None = None
-        self.settings = SimpleNamespace(server={"sleep_after_idle_s": idle_s, "tensor_parallel_size": 1})
+        self.settings = SimpleNamespace(server_cfg=SimpleNamespace(sleep_after_idle_s=idle_s, tensor_parallel_size=1))
         self.sleep = SimpleNamespace(enabled=True, busy=None)
         self.parser = SimpleNamespace(snapshot=lambda: {})
         self.state, self.detail, self.asked = "ready", "", []

@@ -32,7 +32,7 @@ class Sup:
     """The few supervisor attributes the idle timer reads, and a FAKE sleep call that records requests."""
 
     def __init__(self, idle_s: float, enabled: bool = True) -> None:
-        self.settings = SimpleNamespace(server={"sleep_after_idle_s": idle_s, "tensor_parallel_size": 1})
+        self.settings = SimpleNamespace(server_cfg=SimpleNamespace(sleep_after_idle_s=idle_s, tensor_parallel_size=1))
         self.sleep = SimpleNamespace(enabled=enabled, busy=None)
         self.parser = SimpleNamespace(snapshot=lambda: {"weights_gib": 0.01})
         self.state, self.detail, self.writes = "ready", "", 0

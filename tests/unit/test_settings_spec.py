@@ -147,3 +147,32 @@ def test_when_a_change_applies_and_what_is_secret_come_from_the_spec():
     assert setting_rows.effect("console", "log_max_lines") == "when the console starts again"
     assert setting_rows.needs_restart("console", "stop_timeout") and not setting_rows.needs_restart("console", "theme")
     assert [k for t in S.SCHEMA.values() for k, spec in t.items() if spec.secret] == ["api_key"]
+
+
+def test_the_settings_import_nothing_that_reads_them():
+    """The type-only circle apikey <-> settings is gone: nothing under backend.settings reaches apikey,
+    even through imports made only for type checking."""
+    grimp = pytest.importorskip("grimp")  # comes with import-linter (the dev extra)
+    graph = grimp.build_graph("backend", cache_dir=None, exclude_type_checking_imports=False)
+    for module in {"backend.settings", *graph.find_descendants("backend.settings")}:
+        assert graph.find_shortest_chain(importer=module, imported="backend.apikey") is None, module
+
+
+# Readers use the typed sections (settings.server_cfg.port); the checked dicts are walked by name only
+# where a table of names drives the walk: the launch's version rules (FLAG_RULES).
+_DICT_READ = __import__("re").compile(r"\.(server|console|planner|chat)(\[|\.get\()")
+_ALLOWED = {("backend/launch.py", "settings.server.get(rule.key)")}
+
+
+def test_no_reader_outside_the_settings_reads_them_by_string_key():
+    from tests.helpers import ROOT
+
+    found = []
+    for path in sorted([*(ROOT / "backend").rglob("*.py"), *(ROOT / "tui").rglob("*.py")]):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("backend/settings/"):
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _DICT_READ.search(line) and not any(rel == f and text in line for f, text in _ALLOWED):
+                found.append(f"{rel}:{n}: {line.strip()}")
+    assert not found, "read the typed section instead (settings.server_cfg.KEY):\n" + "\n".join(found)

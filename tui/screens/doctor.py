@@ -122,7 +122,7 @@ class DoctorScreen(Dialog[None]):
         # start-up: loaded on first use, not before the console's first frame
         from tui.screens.pull import PullScreen, looks_like_repo_id
 
-        model = str(self.app.settings.server.get("model") or "")
+        model = str(self.app.settings.server_cfg.model or "")
         main = self.app.main_screen
         self.app.push_screen(PullScreen(model if looks_like_repo_id(model) else None),
                              main._settings_closed if main is not None else None)

@@ -96,7 +96,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             with TabbedContent(id="tabs", initial="tab-log"):
                 with TabPane("Log", id="tab-log"):
                     yield Static(EMPTY_LOG, id="log-hint")
-                    yield LogPane(max_lines=int(self.app.settings.console["log_max_lines"]), id="log",
+                    yield LogPane(max_lines=int(self.app.settings.console_cfg.log_max_lines), id="log",
                                   classes="panel")
                 with TabPane("Chat", id="tab-chat"):
                     yield ChatPane(id="chat")
@@ -434,7 +434,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             reason = gpus.reason if gpus is not None else "NVML not used"
             await self.query_one("#gpus").mount(Static(f"GPUs: {reason}", classes="dim"))
             return
-        interval = float(self.app.settings.console["gpu_interval_s"])
+        interval = float(self.app.settings.console_cfg.gpu_interval_s)
         # start-up: loaded on first use, not before the console's first frame
         from backend.orphans import holders_by_gpu
 
@@ -470,7 +470,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             sample = await asyncio.to_thread(host.sample, st.get("supervisor_pid") if live else None,
                                              st.get("pid") if live else None)
             self.post_message(HostSampled(sample))
-            await asyncio.sleep(float(self.app.settings.console["host_interval_s"]))
+            await asyncio.sleep(float(self.app.settings.console_cfg.host_interval_s))
 
     def sleep_fit_warning(self, available: int | None = None) -> str | None:
         """Would a level-1 sleep fit in the host's free RAM (the weights from the log, else the plan)?"""
@@ -479,7 +479,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
         sample = getattr(self, "host_sample", None)
         if sample is None:
             return None
-        tp = int(self.app.settings.server.get("tensor_parallel_size") or 1)
+        tp = int(self.app.settings.server_cfg.tensor_parallel_size or 1)
         weights = host.weights_bytes(self.parsed, self.plan, tp)
         level = self.state.get("sleep_level") if self.state.state is ServerState.SLEEPING else None
         return host.sleep_fit(weights, sample.ram_available_bytes if available is None else available, level)
@@ -494,7 +494,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
         """While the server is ready: its /metrics every console.metrics_interval_s, with rates."""
         prev, reader = None, None
         while True:
-            interval = float(self.app.settings.console["metrics_interval_s"])
+            interval = float(self.app.settings.console_cfg.metrics_interval_s)
             state = self.state
             if state.state is not ServerState.READY:
                 if prev is not None:

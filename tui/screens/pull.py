@@ -83,7 +83,7 @@ class PullScreen(Dialog[str | None]):
     def compose_body(self) -> ComposeResult:
         from backend.pull.run import SOURCES  # start-up: loaded on first use, not before the console's first frame
 
-        model = str(self.app.settings.server.get("model") or "")
+        model = str(self.app.settings.server_cfg.model or "")
         repo = self.repo_id or (model if looks_like_repo_id(model) else "")
         yield Label("Get a model: fill in, enter starts", id="summary")
         with VerticalScroll(id="form"):  # scrolls at 80×24, its keys line still on screen

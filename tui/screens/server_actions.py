@@ -99,7 +99,7 @@ class ServerActions(MainScreenParts):
                 self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
             return
         state = self.state.state
-        policy = str(self.app.settings.console.get("confirm", "running"))
+        policy = self.app.settings.console_cfg.confirm
         if action != "start" and needs_confirm(policy, state):
             # start-up: loaded on first use, not before the console's first frame
             from tui.screens.confirm import ConfirmScreen
