@@ -14,11 +14,12 @@ from backend.settings.spec import (
     ChatSettings,
     ConsoleSettings,
     PlannerSettings,
+    Section,
     ServerSettings,
     from_values,
 )
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Section)
 
 
 @dataclass

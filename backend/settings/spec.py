@@ -13,9 +13,9 @@ TOML's lists and tables as tuples and read-only mappings.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import FrozenInstanceError, dataclass
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
 
 # When a saved change is used. "supervisor": a console key the supervisor reads when it starts (so, like
 # [server], on the next start or restart); "console-start": read once when the console starts.
@@ -70,8 +70,55 @@ def range_words(span: Range | None) -> str:
 
 def _spec(type: type | tuple[type, ...], default: Any, help: str, choices: tuple[Any, ...] | None = None,
           **facts: Any) -> Any:
-    """A section's field that carries its Key (no dataclass default: sections are built whole)."""
-    return field(metadata={"key": Key(type, default, help, choices, **facts)})
+    """A section's field: its Key (the section's class turns it into the field's spec)."""
+    return Key(type, default, help, choices, **facts)
+
+
+class Section:
+    """A frozen typed section: one attribute per Key. Not @dataclass: generating the dataclass methods
+    of four sections cost ~5 ms of the console's start (benchmarks/bench_startup.py); this costs none."""
+
+    __slots__ = ()
+    KEYS: ClassVar[dict[str, Key]]  # field name -> its Key, in declaration order
+
+    def __init__(self, **values: Any) -> None:
+        for name, key in self.KEYS.items():
+            object.__setattr__(self, name, values.pop(name) if name in values else _typed(key.default))
+        if values:
+            raise TypeError(f"{type(self).__name__}: unknown settings {', '.join(sorted(values))}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in self.KEYS)
+
+    __hash__ = None  # type: ignore[assignment]  # a table (env) is not hashable
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy and pickle build it again through __init__
+        return (_rebuild, (type(self), {n: getattr(self, n) for n in self.KEYS}))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.KEYS)})"
+
+
+def _rebuild(cls: type[Section], values: dict[str, Any]) -> Section:
+    return cls(**values)
+
+
+S = TypeVar("S", bound=type[Section])
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(Key,))
+def _section(cls: S) -> S:
+    """The class with its Keys collected (KEYS) and taken off the class, so that each instance holds a value."""
+    keys = {name: value for name, value in vars(cls).items() if isinstance(value, Key)}
+    ns = {name: value for name, value in vars(cls).items() if name not in keys and name not in ("__dict__",
+                                                                                                   "__weakref__")}
+    return type(cls.__name__, cls.__bases__, {**ns, "__slots__": tuple(keys), "KEYS": keys})  # type: ignore[return-value]
 
 
 _server = partial(_spec, applies="restart", flag="flag")
@@ -81,8 +128,8 @@ _KEY_VIA = "`VLLM_API_KEY` in the server's environment, never on its command lin
 
 
 # Each [server] key is a vllm serve flag unless its flag says otherwise.
-@dataclass(frozen=True, slots=True)
-class ServerSettings:
+@_section
+class ServerSettings(Section):
     model: str = _server(str, "Qwen/Qwen2.5-14B-Instruct", "HF repo id or local directory of the model",
                          non_empty=True, flag="none", via="the model argument of `vllm serve`")
     served_model_name: str | tuple[str, ...] | None = _server(_ANY_STR_OR_LIST, None,
@@ -143,8 +190,8 @@ class ServerSettings:
                                      flag="none", via="the server's environment")
 
 
-@dataclass(frozen=True, slots=True)
-class ConsoleSettings:
+@_section
+class ConsoleSettings(Section):
     vllm_python: str = _spec(str, "", "python interpreter that has vllm installed ('' = this one)",
                              applies="supervisor")
     health_interval_s: float = _spec(_NUM, 1.0, "seconds between /health polls", range=(0.05, 3600),
@@ -178,8 +225,8 @@ class ConsoleSettings:
     theme: str = _spec(str, "qwen-dark", "colour theme")
 
 
-@dataclass(frozen=True, slots=True)
-class PlannerSettings:
+@_section
+class PlannerSettings(Section):
     gpu_memory_gib: float = _spec(_NUM, 24.0, "memory per GPU when NVML is not available", range=(0.1, 100_000))
     gpu_name: str = _spec(str, "NVIDIA GeForce RTX 3090", "GPU model when NVML is not available")
     gpu_count: int = _spec(int, 2, "GPUs in the box when NVML is not available", range=(1, 1024))
@@ -187,8 +234,8 @@ class PlannerSettings:
 
 
 # the ranges are what vLLM accepts (top_p 0 is refused: "top_p must be in (0, 1]")
-@dataclass(frozen=True, slots=True)
-class ChatSettings:
+@_section
+class ChatSettings(Section):
     max_tokens: int = _spec(int, 512, "most tokens a reply may have (prompt + this must fit in max_model_len)",
                             range=(1, None))
     temperature: float = _spec(_NUM, 0.7, "sampling temperature", range=(0, 2))
@@ -197,21 +244,17 @@ class ChatSettings:
     system_prompt: str = _spec(str, "You are a helpful assistant.", "system message ('' = none)")
 
 
-SECTIONS: dict[str, type] = {"server": ServerSettings, "console": ConsoleSettings, "planner": PlannerSettings,
+SECTIONS: dict[str, type[Section]] = {"server": ServerSettings, "console": ConsoleSettings, "planner": PlannerSettings,
                              "chat": ChatSettings}
 
 
-def _keys(cls: type) -> dict[str, Key]:
-    return {f.name: f.metadata["key"] for f in fields(cls)}
-
-
-SERVER: dict[str, Key] = _keys(ServerSettings)
-CONSOLE: dict[str, Key] = _keys(ConsoleSettings)
-PLANNER: dict[str, Key] = _keys(PlannerSettings)
-CHAT: dict[str, Key] = _keys(ChatSettings)
+SERVER: dict[str, Key] = ServerSettings.KEYS
+CONSOLE: dict[str, Key] = ConsoleSettings.KEYS
+PLANNER: dict[str, Key] = PlannerSettings.KEYS
+CHAT: dict[str, Key] = ChatSettings.KEYS
 SCHEMA: dict[str, dict[str, Key]] = {"server": SERVER, "console": CONSOLE, "planner": PLANNER, "chat": CHAT}
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Section)
 
 
 def _typed(value: Any) -> Any:
@@ -224,13 +267,10 @@ def _typed(value: Any) -> Any:
     return value
 
 
-_KEYS_OF: dict[type, dict[str, Key]] = {cls: SCHEMA[name] for name, cls in SECTIONS.items()}
-
-
 def from_values(cls: type[T], values: Mapping[str, Any]) -> T:
     """A frozen section from one section's checked values (a key missing there takes its default)."""
     out: dict[str, Any] = {}
-    for name, key in _KEYS_OF[cls].items():
+    for name, key in cls.KEYS.items():
         value = _typed(values.get(name, key.default))
         if name == "extra_args":
             value = tuple(str(v) for v in value)

@@ -94,15 +94,17 @@ def _accepts(hint, value) -> bool:
 def test_each_typed_field_holds_its_specs_default_and_choices(name):
     cls = S.SECTIONS[name]
     hints = typing.get_type_hints(cls)
-    assert [f.name for f in dataclasses.fields(cls)] == list(S.SCHEMA[name])
+    hints = {n: h for n, h in hints.items() if n != "KEYS"}
+    assert list(hints) == list(cls.KEYS) == list(S.SCHEMA[name])  # every annotated field has a Key
     typed = S.from_values(cls, S.defaults()[name])
-    for f in dataclasses.fields(cls):
-        spec = S.SCHEMA[name][f.name]
-        assert _accepts(hints[f.name], getattr(typed, f.name)), f"{name}.{f.name}: default {spec.default!r}"
+    assert typed == cls()  # a section built with nothing holds the defaults
+    for field_name, hint in hints.items():
+        spec = S.SCHEMA[name][field_name]
+        assert _accepts(hint, getattr(typed, field_name)), f"{name}.{field_name}: default {spec.default!r}"
         for choice in spec.choices or ():
-            assert _accepts(hints[f.name], choice), f"{name}.{f.name}: choice {choice!r}"
-        if typing.get_origin(hints[f.name]) is typing.Literal:
-            assert typing.get_args(hints[f.name]) == spec.choices, f"{name}.{f.name}: Literal is not the choices"
+            assert _accepts(hint, choice), f"{name}.{field_name}: choice {choice!r}"
+        if typing.get_origin(hint) is typing.Literal:
+            assert typing.get_args(hint) == spec.choices, f"{name}.{field_name}: Literal is not the choices"
 
 
 def test_the_typed_sections_are_frozen_and_follow_the_values():
