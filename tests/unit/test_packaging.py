@@ -89,3 +89,15 @@ def test_init_config_refuses_a_directory_and_says_so(tmp_path):
     dest = write_example(tmp_path / "new" / "config.toml")
     assert dest.read_text() == (ROOT / "config.toml").read_text()
     assert [p.name for p in dest.parent.iterdir()] == ["config.toml"]  # no temp file left
+
+
+def test_every_package_of_the_code_is_in_the_wheel():
+    """A new folder (backend/settings/ ...) that [tool.setuptools] packages does not name is left out of the
+    wheel, and an installed console fails to import it (or, beside an editable clone, imports the clone's)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for top in ("backend", "tui") for p in (ROOT / top).rglob("__init__.py")}
+    assert found - listed == set()
