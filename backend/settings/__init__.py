@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from backend.errors import ConfigError
 from backend.settings.check import (
-    ENV_NAME,
     OWN_SECTIONS,
     check_profiles,
     check_value,
@@ -35,6 +34,7 @@ from backend.settings.save import atomic_write, remove_setting, save_setting, wr
 from backend.settings.spec import (
     CHAT,
     CONSOLE,
+    ENV_NAME,
     PLANNER,
     SCHEMA,
     SECTIONS,

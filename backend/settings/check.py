@@ -20,7 +20,6 @@ from backend.settings.spec import SCHEMA, range_words
 
 # Sections with a parser of their own: [cluster] and [[cluster.box]] (backend/cluster/config.py).
 OWN_SECTIONS = ("cluster",)
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "true/false", list: "list", dict: "table"}
 
 
@@ -53,14 +52,8 @@ def check_value(section: str, key: str, value: Any) -> Any:
                           f"got {type(value).__name__} {value!r}")
     if spec.choices and value not in spec.choices:
         raise ConfigError(f"{section}.{key} = {value!r} is not one of {', '.join(map(str, spec.choices))}")
-    if key == "gpu_memory_utilization" and not 0 < value <= 1:
-        raise ConfigError(f"server.gpu_memory_utilization = {value} must be in (0, 1]")
-    if key == "max_model_len" and isinstance(value, str) and value.strip().lower() != "auto":
-        raise ConfigError(f'server.max_model_len must be an integer (tokens) or "auto", got {value!r}')
-    if key == "max_model_len" and isinstance(value, str):
-        value = "auto"  # as the typed section holds it (vLLM reads the word in any case)
-    if key == "port" and not 0 < value < 65536:
-        raise ConfigError(f"server.port = {value} is not a TCP port (1 to 65535)")
+    if spec.check is not None:
+        value = spec.check(value)
     low, high = spec.range or (None, None)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value != value or (low is not None and value < low) or (high is not None and value > high):
@@ -68,22 +61,6 @@ def check_value(section: str, key: str, value: Any) -> Any:
     if spec.non_empty and isinstance(value, str) and not value.strip():
         raise ConfigError(f"{section}.{key} may not be empty" + (" (the model to serve: a HF repo id or a "
                                                                   "local directory)" if key == "model" else ""))
-    if key == "served_model_name" and (value == "" or value == [] or
-                                       (isinstance(value, list) and not all(isinstance(v, str) and v.strip()
-                                                                            for v in value))):
-        raise ConfigError("server.served_model_name must be a non-empty name or a list of non-empty names")
-    if key == "extra_args" and not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                                       for v in value):
-        raise ConfigError("server.extra_args must be a list of strings (flags and their values)")
-    if key == "env":
-        for k, v in value.items():
-            if not ENV_NAME.match(str(k)):
-                raise ConfigError(f"server.env.{k} is not a valid environment variable name "
-                                  "(letters, digits and _, not starting with a digit)")
-            if not isinstance(v, (str, int, float, bool)):
-                raise ConfigError(f"server.env.{k} must be a string")
-            if "\0" in str(v):
-                raise ConfigError(f"server.env.{k} may not contain a NUL byte")
     return value
 
 

@@ -19,9 +19,9 @@ else:  # pragma: no cover
 from backend import demo as demo_settings  # the name `demo` is load()'s flag
 from backend import paths, profile_overlays
 from backend.errors import ConfigError
-from backend.settings.check import ENV_NAME, check_value, defaults, merge, read_toml_text
+from backend.settings.check import check_value, defaults, merge, read_toml_text
 from backend.settings.model import Settings
-from backend.settings.spec import SCHEMA
+from backend.settings.spec import ENV_NAME, SCHEMA
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

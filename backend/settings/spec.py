@@ -12,10 +12,13 @@ TOML's lists and tables as tuples and read-only mappings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import FrozenInstanceError, dataclass
 from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
+
+from backend.errors import ConfigError
 
 # When a saved change is used. "supervisor": a console key the supervisor reads when it starts (so, like
 # [server], on the next start or restart); "console-start": read once when the console starts.
@@ -38,6 +41,9 @@ class Key:
     flag: Flag = "none"
     via: str = ""  # for a [server] key that is not a flag: how it reaches the server, in words
     secret: bool = False  # never shown: masked on screen, `<hidden>` in the state file
+    # what the type, choices and range cannot say: called with a value of the right type, before the range is
+    # checked; returns the value to keep (raises ConfigError)
+    check: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         # the facts that must go together are checked when the schema is built (a test imports it)
@@ -121,6 +127,54 @@ def _section(cls: S) -> S:
     return type(cls.__name__, cls.__bases__, {**ns, "__slots__": tuple(keys), "KEYS": keys})  # type: ignore[return-value]
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _utilization(value: float) -> float:
+    if not 0 < value <= 1:
+        raise ConfigError(f"server.gpu_memory_utilization = {value} must be in (0, 1]")
+    return value
+
+
+def _max_model_len(value: int | str) -> int | str:
+    if isinstance(value, str):
+        if value.strip().lower() != "auto":
+            raise ConfigError(f'server.max_model_len must be an integer (tokens) or "auto", got {value!r}')
+        return "auto"  # as the typed section holds it (vLLM reads the word in any case)
+    return value
+
+
+def _port(value: int) -> int:
+    if not 0 < value < 65536:
+        raise ConfigError(f"server.port = {value} is not a TCP port (1 to 65535)")
+    return value
+
+
+def _served_names(value: str | list[Any]) -> str | list[Any]:
+    if value == "" or value == [] or (isinstance(value, list) and not all(isinstance(v, str) and v.strip()
+                                                                          for v in value)):
+        raise ConfigError("server.served_model_name must be a non-empty name or a list of non-empty names")
+    return value
+
+
+def _extra_args(value: list[Any]) -> list[Any]:
+    if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        raise ConfigError("server.extra_args must be a list of strings (flags and their values)")
+    return value
+
+
+def _env(value: dict[str, Any]) -> dict[str, Any]:
+    for k, v in value.items():
+        if not ENV_NAME.match(str(k)):
+            raise ConfigError(f"server.env.{k} is not a valid environment variable name "
+                              "(letters, digits and _, not starting with a digit)")
+        if not isinstance(v, (str, int, float, bool)):
+            raise ConfigError(f"server.env.{k} must be a string")
+        if "\0" in str(v):
+            raise ConfigError(f"server.env.{k} may not contain a NUL byte")
+    return value
+
+
 _server = partial(_spec, applies="restart", flag="flag")
 _NUM = (int, float)
 _ANY_STR_OR_LIST = (str, list)
@@ -133,7 +187,8 @@ class ServerSettings(Section):
     model: str = _server(str, "Qwen/Qwen2.5-14B-Instruct", "HF repo id or local directory of the model",
                          non_empty=True, flag="none", via="the model argument of `vllm serve`")
     served_model_name: str | tuple[str, ...] | None = _server(_ANY_STR_OR_LIST, None,
-                                                              "name(s) clients use in the `model` field")
+                                                              "name(s) clients use in the `model` field",
+                                                              check=_served_names)
     tensor_parallel_size: int = _server(int, 1, "GPUs the model is split across (heads must divide by it)",
                                         range=(1, 1024))
     pipeline_parallel_size: int | None = _server(int, None, "pipeline stages (PCIe boxes: prefer tensor parallel)",
@@ -141,16 +196,16 @@ class ServerSettings(Section):
     dtype: str | None = _server(str, None, "weights/activations dtype",
                                 ("auto", "half", "float16", "bfloat16", "float", "float32"))
     gpu_memory_utilization: float | None = _server(float, None, "fraction of each GPU vLLM may use (0-1)",
-                                                   range=(0.01, 1))
+                                                   range=(0.01, 1), check=_utilization)
     kv_cache_memory_bytes: int | None = _server(int, None, "KV cache bytes per GPU (vLLM >= 0.10.2); overrides "
                                                 "utilization", range=(1, None))
     max_model_len: int | Literal["auto"] | None = _server(
         (int, str), None, 'longest sequence (prompt + output) in tokens, or "auto": vLLM fits it to the KV cache '
-        "(vLLM >= 0.20)", range=(1, None))
+        "(vLLM >= 0.20)", range=(1, None), check=_max_model_len)
     max_num_seqs: int | None = _server(int, None, "most sequences in one batch", range=(1, None))
     max_num_batched_tokens: int | None = _server(int, None, "most tokens in one scheduler step", range=(1, None))
     host: str = _server(str, "127.0.0.1", "bind address (127.0.0.1 = this machine only)", non_empty=True)
-    port: int = _server(int, 8000, "HTTP port", range=(1, 65535))
+    port: int = _server(int, 8000, "HTTP port", range=(1, 65535), check=_port)
     enforce_eager: bool | None = _server(bool, None, "no CUDA graphs: less memory, slower decode")
     disable_custom_all_reduce: bool | None = _server(bool, None, "NCCL instead of vLLM's own all-reduce between "
                                                      "GPUs (`qwen-tui doctor --p2p` says when it returns wrong data)")
@@ -185,9 +240,9 @@ class ServerSettings(Section):
         "request (needs enable_sleep_mode; unset = never)", range=(1, None), flag="none",
         via="none (read by qwen-tui's supervisor, not passed to vLLM)")
     extra_args: tuple[str, ...] = _server(list, [], "flags passed to vllm serve verbatim", flag="none",
-                                          via="appended to the command line as they are")
+                                          via="appended to the command line as they are", check=_extra_args)
     env: Mapping[str, str] = _server(dict, {}, "environment of the server, e.g. NCCL_P2P_DISABLE = \"1\"",
-                                     flag="none", via="the server's environment")
+                                     flag="none", via="the server's environment", check=_env)
 
 
 @_section

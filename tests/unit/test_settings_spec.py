@@ -56,6 +56,16 @@ def test_check_value_follows_a_changed_spec(monkeypatch):
     with pytest.raises(S.ConfigError, match="may not be empty"):
         S.check_value("server", "quantization", " ")
 
+    def no_fp8(value):
+        if value == "fp8":
+            raise S.ConfigError("server.quantization: no fp8 here")
+        return value.lower()
+
+    monkeypatch.setitem(S.SERVER, "quantization", dataclasses.replace(S.SERVER["quantization"], check=no_fp8))
+    with pytest.raises(S.ConfigError, match="no fp8 here"):
+        S.check_value("server", "quantization", "fp8")
+    assert S.check_value("server", "quantization", "AWQ") == "awq"  # the value the Key's check keeps
+
 
 @pytest.mark.parametrize("section,key", [(s, k) for s, t in S.SCHEMA.items() for k, spec in t.items()
                                          if spec.non_empty])
