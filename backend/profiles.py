@@ -18,7 +18,8 @@ from typing import Any
 from backend.errors import ConfigError
 from backend.profile_overlays import BUILTIN, NAME, apply, merged, overlay_of, unknown
 from backend.setting_rows import toml_text
-from backend.settings import Settings, check_profiles, load
+from backend.settings import Settings, check_profiles
+from backend.spawn import origin_of
 
 # their homes: profile_overlays (the data) and settings (the check)
 __all__ = ["BUILTIN", "NAME", "apply", "check_profiles", "merged", "overlay_of", "unknown"]
@@ -65,24 +66,7 @@ class Verdict:
 
 def settings_for(settings: Settings, name: str | None) -> Settings:
     """These settings with profile `name` in place of the active one (None: no profile); --set still wins."""
-
-    return load(config=str(settings.source) if settings.source else None, demo=settings.demo,
-                overrides=list(settings.overrides), profile=name)
-
-
-def with_profile(global_argv: list[str], name: str | None) -> list[str]:
-    """The global options with `--profile name` in place of any earlier one (None: without)."""
-    out, i = [], 0
-    while i < len(global_argv):
-        if global_argv[i] == "--profile" and i + 1 < len(global_argv):
-            i += 2
-            continue
-        if global_argv[i].startswith("--profile="):
-            i += 1
-            continue
-        out.append(global_argv[i])
-        i += 1
-    return out + (["--profile", name] if name else [])
+    return origin_of(settings).with_profile(name).load()
 
 
 def verdict(settings: Settings, name: str, gpus: list[dict[str, Any]] | None = None,

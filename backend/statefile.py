@@ -169,11 +169,10 @@ def cmdline(pid: int) -> str | None:
 
 def is_supervisor_argv(argv: list[str]) -> bool:
     """A `qwen-tui ... serve` (console script or `python -m backend.cli`) command line."""
-    for i, arg in enumerate(argv):
-        if (arg == "-m" and argv[i + 1: i + 2] == ["backend.cli"]) or os.path.basename(arg) == "qwen-tui":
-            rest = argv[i + 1:]
-            return "serve" in rest and "--detach" not in rest  # --detach only launches one
-    return False
+    from backend.spawn import is_cli_argv  # the shape of a qwen-tui command line is written there
+
+    rest = is_cli_argv(argv)
+    return rest is not None and "serve" in rest and "--detach" not in rest  # --detach only launches one
 
 
 def is_supervisor(pid: int) -> bool:

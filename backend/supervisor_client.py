@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from backend import startup_history, statefile
+from backend import spawn, startup_history, statefile
+from backend.spawn import Origin
 from backend.status import HAS_PROCESS, IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
 
 if TYPE_CHECKING:
@@ -138,41 +138,19 @@ def _sigkill_in(data: dict[str, Any]) -> float | None:
     return max(0.0, round(at + timeout - time.time(), 1))
 
 
-def without_key(global_argv: list[str]) -> tuple[list[str], str | None]:
-    """The options without any `--set server.api_key=...` (argv is readable by every local user),
-    and the key it carried."""
-    out, key, i = [], None, 0
-    while i < len(global_argv):
-        arg = global_argv[i]
-        if arg == "--set" and i + 1 < len(global_argv) and \
-                global_argv[i + 1].split("=", 1)[0].strip() == "server.api_key":
-            key = global_argv[i + 1].split("=", 1)[1].strip().strip("'\"")
-            i += 2
-            continue
-        out.append(arg)
-        i += 1
-    return out, key
-
-
-def start_detached(global_argv: list[str], restart: str | None = None, timeout: float = 60.0,
+def start_detached(origin: Origin, restart: str | None = None, timeout: float = 60.0,
                    allow_orphans: bool = False) -> dict[str, Any]:
-    """Spawn `qwen-tui serve` in its own session; return its first state. Raises RuntimeError
-    with the supervisor's own words when it refuses (a server already runs, orphans hold memory,
-    a setting this vLLM does not accept)."""
-    global_argv, key = without_key(global_argv)
-    env = dict(os.environ)
-    from backend.events import origin  # start-up: only for a start
+    """Spawn `qwen-tui serve` (backend/spawn.py writes its command line) in its own session; return
+    its first state. Raises RuntimeError with the supervisor's own words when it refuses (a server
+    already runs, orphans hold memory, a setting this vLLM does not accept)."""
+    child = spawn.supervisor(origin, restart=restart, allow_orphans=allow_orphans)
+    env = child.environ()
+    from backend.events import origin as event_origin  # start-up: only for a start
 
-    tty = origin().get("tty")
+    tty = event_origin().get("tty")
     if tty and "QWEN_TUI_TTY" not in env:
         env["QWEN_TUI_TTY"] = tty  # the detached supervisor has no terminal: the journal says this one
-    if key is not None and "QWEN_TUI_API_KEY" not in env:
-        env["QWEN_TUI_API_KEY"] = key  # a --set key travels by environment, never in the supervisor's argv
-    argv = [sys.executable, "-m", "backend.cli", *global_argv, "serve", "--quiet"]
-    if allow_orphans:
-        argv.append("--allow-orphans")
-    if restart:
-        argv += ["--restart", restart]
+    argv = child.argv
     statefile.ensure_private_dirs()
     out_path = statefile.logs_dir() / "supervisor.log"
     with open(out_path, "ab") as out:
@@ -259,20 +237,6 @@ def _stop_orphaned(last: dict[str, Any]) -> tuple[bool, str]:
     statefile.write(dict(last, state="stopped", detail=report, stop_report=report, pid=None, pgid=None,
                          gpu_release=done.release.to_dict()))
     return done.ok, report
-
-
-def settings_overrides(server: Mapping[str, Any]) -> list[str]:
-    """`--set server.KEY=VALUE` for each recorded server setting (values as TOML; a hidden key,
-    None and empty values left out: they fall back to the config file's)."""
-    import json  # start-up: only for a restart that restores the old server
-
-    out: list[str] = []
-    for key, value in server.items():
-        if key == "env" and isinstance(value, dict):
-            out += [x for k, v in value.items() for x in ("--set", f"server.env.{k}={v}")]
-        elif value is not None and value != "<hidden>" and isinstance(value, (str, int, float, bool, list)):
-            out += ["--set", f"server.{key}={json.dumps(value)}"]
-    return out
 
 
 def wait_started(timeout: float) -> str | None:
@@ -397,8 +361,8 @@ class LogFollower:
 class ServerClient:
     """What the console uses: state + log lines in one poll; start/stop through the supervisor."""
 
-    def __init__(self, global_argv: list[str] | None = None) -> None:
-        self.global_argv = list(global_argv or [])
+    def __init__(self, origin: Origin | None = None) -> None:
+        self.origin = origin or Origin()  # how the supervisor it starts loads its settings
         self.follower = LogFollower()
 
     def poll(self) -> Poll:
@@ -430,7 +394,7 @@ class ServerClient:
         live, _ = statefile.read_live(cleanup=False)
         if live and not in_group(live.get("state"), IDLE):
             return f"already {live.get('state')} (supervisor pid {live.get('supervisor_pid')})"
-        data = start_detached(self.global_argv, allow_orphans=allow_orphans)
+        data = start_detached(self.origin, allow_orphans=allow_orphans)
         return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"
 
     def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None) -> OrphanScan:
@@ -500,7 +464,7 @@ class ServerClient:
         if not server:
             return "the old server was not running: nothing to restore"
         try:
-            data = start_detached(self.global_argv + settings_overrides(server), allow_orphans=True)
+            data = start_detached(spawn.restoring(self.origin, server), allow_orphans=True)
         except RuntimeError as e:
             return f"the old settings could not be started either: {e}"
         return f"the old server is back (supervisor pid {data.get('supervisor_pid')}, {data.get('base_url')})"

@@ -42,11 +42,12 @@ def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 async def one_run(start_timeout: float) -> dict[str, float]:
     from backend import supervisor_client as client_mod
     from backend.settings import load
+    from backend.spawn import Origin
     from tui.app import QwenApp
     from tui.widgets.status_bar import StatusBar
 
     settings = load(demo=True)
-    app = QwenApp(settings, client_mod.ServerClient(["--demo"]), None)
+    app = QwenApp(settings, client_mod.ServerClient(Origin(demo=True)), None)
     app.settings.console["on_exit"] = "keep"
     marks: dict[str, float] = {}
 

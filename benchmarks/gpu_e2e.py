@@ -97,11 +97,12 @@ async def console_probe(out: Path) -> dict:
     """The real console, headless, attached to the live server with the real NVML."""
     from backend.gpu import GpuMonitor
     from backend.settings import load
+    from backend.spawn import Origin
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
 
     gpus = GpuMonitor(start=False)  # as the console makes it (tui/entry.py): opened after the first frame
-    app = make_app(load(), ServerClient([]), gpus)
+    app = make_app(load(), ServerClient(Origin()), gpus)
     text = ""
     async with app.run_test(size=(160, 50)) as pilot:
         for _ in range(60):

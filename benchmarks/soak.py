@@ -32,13 +32,14 @@ ACTIONS = ("stop", "restart", "kill-api", "kill-supervisor", "kill-console")
 CONSOLE = r"""
 import asyncio
 from backend import supervisor_client
+from backend.spawn import Origin
 from backend.settings import load
 from tui.app import QwenApp
 
 async def main():
     settings = load(demo=True)
     settings.console["on_exit"] = "keep"
-    app = QwenApp(settings, supervisor_client.ServerClient(["--demo"]), None)
+    app = QwenApp(settings, supervisor_client.ServerClient(Origin(demo=True)), None)
     async with app.run_test(size=(120, 36)) as pilot:
         while True:  # press s (and f in any dialog before a start) until the server is starting
             await pilot.pause(2.0)

@@ -23,15 +23,15 @@ def run_console(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import load_settings
-    from backend.cli.options import global_argv
     from backend.gpu import GpuMonitor
+    from backend.spawn import origin_of
     from backend.supervisor_client import ServerClient
     from tui.app import make_app, start_exit_watchdog
 
     settings = load_settings(args)
     gpus = GpuMonitor(start=False)  # NVML opens in a thread after the first frame (tui/screens/main.py)
     try:
-        app = make_app(settings, ServerClient(global_argv(args)), gpus, freeze_gc=True)
+        app = make_app(settings, ServerClient(origin_of(settings)), gpus, freeze_gc=True)
         app.watching = bool(getattr(args, "watch", False))
         if app.watching:
             problem = watch_problem()

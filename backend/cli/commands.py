@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from backend import statefile
 from backend.cli.chat_cmd import chat_args, cmd_chat
 from backend.cli.fix_cmd import cmd_fix, fix_args, proposal_text, with_fix
-from backend.cli.options import global_argv, load_settings, positive_int
+from backend.cli.options import load_settings, positive_int
 from backend.cli.stacks_cmd import cmd_stacks, stacks_args
 from backend.cli.team import _adoption, _beside
 from backend.example_config import cmd_init_config, init_config_args
 from backend.launch import Launch, build_launch
 from backend.settings import Settings
+from backend.spawn import origin_of, origin_of_options, systemd_serve
 from backend.status import HEALTHY, IDLE, ServerState
 
 if TYPE_CHECKING:
@@ -183,7 +184,8 @@ def _detach(args: argparse.Namespace, settings: Settings) -> int:
     from backend import supervisor_client  # start-up: a subcommand imports only what it runs
 
     try:
-        data = supervisor_client.start_detached(global_argv(args), restart=args.restart, allow_orphans=True)
+        data = supervisor_client.start_detached(origin_of(settings), restart=args.restart,
+                                                 allow_orphans=True)
     except RuntimeError as e:
         _err(str(e))
         if args.json:
@@ -435,14 +437,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_systemd_unit(args: argparse.Namespace) -> int:
-    from backend.supervisor_client import without_key  # start-up: a subcommand imports only what it runs
-
-    options, key = without_key(global_argv(args))
-    if key is not None:
+    argv, key_left_out = systemd_serve(origin_of_options(args))
+    if key_left_out:
         _err("warning: --set server.api_key left out of the unit (it would be readable in it and in "
              "`ps`): use server.api_key_file (qwen-tui gen-key)")
-    argv = [sys.executable, "-m", "backend.cli", *options, "serve", "--quiet",
-            "--restart", "never"]
     import shlex  # start-up: a subcommand imports only what it runs
 
     print(f"""# qwen-tui: let systemd own the vLLM server (the console attaches through the state file).

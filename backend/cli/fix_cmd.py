@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from backend.cli.options import global_argv, load_settings
+from backend.cli.options import load_settings
 from backend.status import FAILING, ServerState
 
 
@@ -64,7 +64,7 @@ def record(prop: Any, path: Any) -> None:
 
 def cmd_fix(args: argparse.Namespace, wait_ready: Callable[[float, bool], int] | None = None) -> int:
     """`wait_ready`: serve --detach --wait's wait (backend/cli/commands.py passes its own)."""
-    from backend import fixes, supervisor_client  # start-up: a subcommand imports only what it runs
+    from backend import fixes, spawn, supervisor_client  # start-up: a subcommand imports only what it runs
     from backend.errors import ConfigError
 
     if args.wait < 0 or (args.wait and not args.yes):
@@ -104,7 +104,7 @@ def cmd_fix(args: argparse.Namespace, wait_ready: Callable[[float, bool], int] |
     if st.supervisor_pid is not None:  # a supervisor still retrying the old settings
         supervisor_client.stop()
     try:
-        data = supervisor_client.start_detached(global_argv(args), allow_orphans=True)
+        data = supervisor_client.start_detached(spawn.origin_of(settings), allow_orphans=True)
     except RuntimeError as e:
         return done(1, f"saved to {path}; not started: {e}")
     out["started"] = {"supervisor_pid": data.get("supervisor_pid"), "log_path": data.get("log_path")}

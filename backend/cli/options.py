@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from backend.settings import Settings, load
@@ -45,17 +44,3 @@ def positive_int(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {n}")
     return n
-
-
-def global_argv(args: argparse.Namespace) -> list[str]:
-    """The global options as argv, for a child process that must load the same settings."""
-    out: list[str] = []
-    if args.config:
-        out += ["--config", str(Path(args.config).resolve())]
-    if args.demo:
-        out.append("--demo")
-    if getattr(args, "profile", None):
-        out += ["--profile", args.profile]
-    for o in args.overrides or []:
-        out += ["--set", o]
-    return out

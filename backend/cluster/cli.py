@@ -16,6 +16,7 @@ from backend.cli.options import global_options, load_settings
 from backend.cluster import ops
 from backend.cluster import router as rt
 from backend.cluster.config import Cluster, require
+from backend.spawn import Origin, origin_of_options
 
 
 def _print_json(obj: object) -> None:
@@ -30,10 +31,8 @@ def _cluster(args: argparse.Namespace) -> Cluster:
     return require(load_settings(args))
 
 
-def _global_argv(args: argparse.Namespace) -> list[str]:
-    from backend.cli.options import global_argv  # only this path needs it (start-up, or a cycle)
-
-    return global_argv(args)
+def _origin(args: argparse.Namespace) -> Origin:
+    return origin_of_options(args)
 
 
 def _steps(args: argparse.Namespace) -> ops.StepFn | None:
@@ -101,7 +100,7 @@ def cmd_cluster_serve(args: argparse.Namespace) -> int:
     router: dict[str, Any] | None = None
     if cluster.router != "none" and not args.box and not _router_running():
         try:
-            router = rt.start_detached(_global_argv(args), cluster)
+            router = rt.start_detached(_origin(args), cluster)
         except rt.RouterError as e:
             router = {"state": "failed", "error": str(e)}
             _err(str(e))
@@ -199,7 +198,7 @@ def cmd_router_serve(args: argparse.Namespace) -> int:
     try:
         rt.command(cluster)
         if args.detach:
-            st = rt.start_detached(_global_argv(args), cluster)
+            st = rt.start_detached(_origin(args), cluster)
             if args.json:
                 _print_json({"started": True, **st})
             else:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 
 from backend.errors import ConfigError
 from backend.settings import Settings, read_toml_text
+from backend.spawn import cli_prefix
 
 ROUTERS = ("vllm-router", "none")
 TRANSPORTS = ("local", "ssh")
@@ -264,5 +264,5 @@ def require(settings: Settings) -> Cluster:
 
 def default_qwen_tui(transport: str) -> tuple[str, ...]:
     if transport == "local":
-        return (sys.executable, "-m", "backend.cli")
+        return tuple(cli_prefix())
     return ("qwen-tui",)

@@ -31,6 +31,7 @@ import httpx
 from backend import paths
 from backend.cluster.config import Cluster, bind_problem
 from backend.httpclient import sync_client
+from backend.spawn import Origin, router_supervisor
 
 STARTUP_TIMEOUT_S = 30  # --worker-startup-timeout-secs: the supervisor passes only healthy workers
 
@@ -361,7 +362,7 @@ def wait_listening(url: str, timeout: float) -> bool:
         c.close()
 
 
-def start_detached(global_argv: list[str], cluster: Cluster, timeout: float = 30.0) -> dict[str, Any]:
+def start_detached(origin: Origin, cluster: Cluster, timeout: float = 30.0) -> dict[str, Any]:
     """`qwen-tui router serve` in its own session; returns its state once the router listens."""
     st = status()
     if st.get("state") not in ("stopped", "failed", None):
@@ -372,7 +373,7 @@ def start_detached(global_argv: list[str], cluster: Cluster, timeout: float = 30
     logs = paths.state_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     out_path = logs / "router-supervisor.log"
-    argv = [sys.executable, "-m", "backend.cli", *global_argv, "router", "serve", "--quiet"]
+    argv = router_supervisor(origin)
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     threading.Thread(target=proc.wait, daemon=True, name=f"reap-{proc.pid}").start()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.cluster.config import Box, default_qwen_tui
+from backend.spawn import Origin, command
 
 
 @dataclass
@@ -35,8 +36,8 @@ def _remote_word(word: str) -> str:
 
 
 def argv(box: Box, args: list[str]) -> list[str]:
-    base = list(box.qwen_tui or default_qwen_tui(box.transport))
-    cmd = base + (["--config", box.config] if box.config else []) + list(args)
+    # the box's own config, never this run's (its path is the box's: not made absolute here)
+    cmd = command(Origin(config=box.config or None), *args, prefix=box.qwen_tui or default_qwen_tui(box.transport))
     if box.transport == "local":
         return cmd
     return list(box.ssh) + [" ".join(_remote_word(w) for w in cmd)]

@@ -143,17 +143,15 @@ def _watch(cancel: threading.Event, parent: int, detached: threading.Event) -> N
         time.sleep(0.5)
 
 
-def spawn(argv: list[str], watch_parent: int | None = None) -> tuple[int, Path]:
-    """Start `qwen-tui <argv>` (a pull without --detach) in its own session; its output goes to a log."""
+def spawn(argv: list[str]) -> tuple[int, Path]:
+    """Start a pull's command line (backend/spawn.py writes it) in its own session; its output goes to a log."""
     from backend import statefile  # only when a pull runs: the hub clients are slow to import
 
     statefile.ensure_private_dirs()
     log = statefile.logs_dir() / f"pull-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    extra = ["--watch-parent", str(watch_parent)] if watch_parent else []
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "backend.cli", *argv, *extra], stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=dict(os.environ, QWEN_TUI_PULL_LOG=str(log)))
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=dict(os.environ, QWEN_TUI_PULL_LOG=str(log)))
     return proc.pid, log
 
 
@@ -235,13 +233,13 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> list[str]:
-    from backend.cli.options import global_argv  # only when a pull runs: the hub clients are slow to import
+    """This pull, without --detach, as the command line of its own process."""
+    from backend import spawn as child  # only when a pull detaches
 
-    argv = global_argv(args) + ["pull", args.repo_id, "--source", args.source, "--workers", str(args.workers)]
-    for flag, value in (("--revision", args.revision), ("--local-dir", args.local_dir), ("--endpoint", args.endpoint)):
-        if value:
-            argv += [flag, str(value)]
-    return argv + (["--set-model"] if args.set_model else []) + (["--json"] if args.json else [])
+    return child.pull(child.origin_of_options(args), child.PullJob(
+        args.repo_id, source=args.source, workers=args.workers, revision=args.revision,
+        local_dir=str(args.local_dir) if args.local_dir else None, set_model=args.set_model, json=args.json,
+        endpoint=args.endpoint))
 
 
 def _run(args: argparse.Namespace, settings: Settings | None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.widgets import OptionList
 
 from backend.settings import load
+from backend.spawn import Origin
 from backend.supervisor_client import Poll
 from tests.helpers.console import READY, ScriptedClient, wait_until
 from tui.app import make_app
@@ -13,7 +14,7 @@ from tui.app import make_app
 async def test_p_lists_profiles_and_a_running_server_restarts_with_one_after_yes(cfg):
     settings = load(config=str(cfg))
     client = ScriptedClient([Poll(state=READY, profile=None)])
-    client.global_argv = ["--config", str(cfg)]
+    client.origin = Origin(config=str(cfg))
     app = make_app(settings, client)
     async with app.run_test(size=(150, 45)) as pilot:
         from tui.screens.profiles import ProfileScreen
@@ -35,7 +36,8 @@ async def test_p_lists_profiles_and_a_running_server_restarts_with_one_after_yes
         await pilot.press("y")
         assert await wait_until(pilot, lambda: "stop" in client.actions and "start" in client.actions, tries=100)
         assert app.settings.profile == "long" and app.settings.server["max_model_len"] == 32768
-        assert client.global_argv[-2:] == ["--profile", "long"]
+        assert client.origin == Origin(config=str(cfg.resolve()), profile="long")
+        assert client.origin.argv()[-2:] == ["--profile", "long"]
 
 
 async def test_switching_while_stopped_only_selects_and_shows_it(cfg):

@@ -104,10 +104,11 @@ async def test_a_detached_pull_shows_in_a_new_console_and_c_cancels_it(mirror, t
 def test_a_console_pull_stops_when_its_console_is_gone(mirror, tmp_path, qhome):
     from backend.pull import state as pull_state
     from backend.pull.cli import spawn
+    from backend.spawn import PullJob, pull
 
     mirror.rate_bps = 100_000
     console = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    pid, _ = spawn(["pull", "--local-dir", str(tmp_path / "c"), REPO], watch_parent=console.pid)
+    pid, _ = spawn(pull(None, PullJob(REPO, local_dir=str(tmp_path / "c"), watch_parent=console.pid)))
     deadline = time.time() + 20
     while time.time() < deadline and not ((pull_state.read()[0] or {}).get("progress") or {}).get("done_bytes"):
         time.sleep(0.1)

@@ -97,12 +97,13 @@ def test_bench_against_the_real_server(server):
 async def test_new_console_reattaches_with_the_earlier_log(server):
     """The `serve --detach` front process is long gone; a new console attaches and shows READY."""
     from backend.settings import load
+    from backend.spawn import Origin
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.log_pane import LogPane
     from tui.widgets.status_bar import StatusBar
 
-    app = make_app(load(demo=True), ServerClient(["--demo"]))
+    app = make_app(load(demo=True), ServerClient(Origin(demo=True)))
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 10)
 
@@ -119,11 +120,12 @@ async def test_console_chat_streams_a_reply_with_its_figures(server):
     from textual.widgets import Static
 
     from backend.settings import load
+    from backend.spawn import Origin
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.chat_pane import ChatPane
 
-    app = make_app(load(demo=True), ServerClient(["--demo"]))
+    app = make_app(load(demo=True), ServerClient(Origin(demo=True)))
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 60)
 
@@ -153,11 +155,12 @@ async def test_console_load_test_against_the_real_server(server):
     """b runs the load test from the console: progress, then the figures beside the prediction."""
     from backend.loadtest import BenchConfig
     from backend.settings import load
+    from backend.spawn import Origin
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.screens.bench import BenchScreen
 
-    app = make_app(load(demo=True), ServerClient(["--demo"]))
+    app = make_app(load(demo=True), ServerClient(Origin(demo=True)))
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 120)
         assert await until(lambda: app.screen.state.get("state") == "ready", 10)

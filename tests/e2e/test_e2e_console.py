@@ -23,6 +23,7 @@ def demo_home(tmp_path, vllm_lock):
 
 async def test_stop_and_start_again_from_the_console(demo_home):
     from backend.settings import load
+    from backend.spawn import Origin
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.screens.confirm import ConfirmScreen
@@ -30,7 +31,7 @@ async def test_stop_and_start_again_from_the_console(demo_home):
     from tui.widgets.figures_panel import rows
     from tui.widgets.status_bar import StatusBar
 
-    app = make_app(load(demo=True, overrides=["console.on_exit=keep"]), ServerClient(["--demo"]))
+    app = make_app(load(demo=True, overrides=["console.on_exit=keep"]), ServerClient(Origin(demo=True)))
     async with app.run_test(size=(80, 24)) as pilot:
         until = pilot_waiter(pilot, 10)
         bar = app.screen.query_one(StatusBar)

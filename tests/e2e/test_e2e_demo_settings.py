@@ -21,6 +21,7 @@ def _cmdline(pid: int) -> list[str]:
 async def test_a_demo_setting_edited_from_e_reaches_the_server_after_r(tmp_path, vllm_lock, monkeypatch):
     from backend import demo
     from backend.settings import load
+    from backend.spawn import Origin
     from backend.supervisor_client import ServerClient
     from tests.helpers.settings_screen import edit, message, open_at
     from tui.app import make_app
@@ -33,7 +34,7 @@ async def test_a_demo_setting_edited_from_e_reaches_the_server_after_r(tmp_path,
     with demo_server(tmp_path / "home") as st:
         old_pid = st["pid"]
         assert "--max-num-seqs" in _cmdline(old_pid) and "6" not in _cmdline(old_pid)
-        app = make_app(load(demo=True, overrides=["console.on_exit=keep"]), ServerClient(["--demo"]))
+        app = make_app(load(demo=True, overrides=["console.on_exit=keep"]), ServerClient(Origin(demo=True)))
         async with app.run_test(size=(150, 45)) as pilot:
             until = pilot_waiter(pilot, 10)
             bar = app.screen.query_one(StatusBar)

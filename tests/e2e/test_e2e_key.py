@@ -70,12 +70,13 @@ async def test_the_console_chats_with_the_key(keyed):
     from textual.widgets import Static
 
     from backend.settings import load
+    from backend.spawn import origin_of
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.chat_pane import ChatPane
 
     settings = load(demo=True, overrides=keyed["opts"][2:3])
-    app = make_app(settings, ServerClient(keyed["opts"]))
+    app = make_app(settings, ServerClient(origin_of(settings)))
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 90)
         await pilot.press("c", *"Hello there", "enter")

@@ -64,13 +64,14 @@ def test_ready_with_two_workers_by_rank_and_both_ranks_figures(server):
 
 async def test_the_console_shows_both_workers_at_80x24(server):
     from backend.settings import load
+    from backend.spawn import Origin
     from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.figure_strip import FigureStrip
 
     ws = status()["workers"]
     want = f"TP0 {ws[0]['pid']} · TP1 {ws[1]['pid']}"
-    app = make_app(load(demo=True, profile="tp2"), ServerClient(list(TP2)))
+    app = make_app(load(demo=True, profile="tp2"), ServerClient(Origin(demo=True, profile="tp2")))
     async with app.run_test(size=(80, 24)) as pilot:
         until = pilot_waiter(pilot, 15)
         strip = app.screen.query_one(FigureStrip)

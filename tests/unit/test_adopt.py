@@ -16,6 +16,7 @@ import pytest
 from backend import adopt, statefile, supervisor_client
 from backend.launch import Launch, VllmInstall
 from backend.settings import load
+from backend.spawn import Origin
 from backend.supervisor import Supervisor
 from tests.helpers.procs import alive
 from tests.helpers.supervisor import STAND_IN, until
@@ -23,6 +24,7 @@ from tests.helpers.supervisor import STAND_IN, until
 RUN = """
 import asyncio, sys
 from backend.launch import Launch, VllmInstall
+from backend.spawn import Origin
 from backend.settings import load
 from backend.supervisor import Supervisor
 from tests.helpers.supervisor import STAND_IN
@@ -126,12 +128,13 @@ def test_a_restart_whose_new_server_fails_starts_the_old_settings_again(qhome, m
     monkeypatch.setattr(supervisor_client, "wait_started", lambda t: "kv_cache_too_small: 32768 > 12784 tokens")
     monkeypatch.setattr(supervisor_client, "start_detached", lambda argv, **kw: started.append(argv) or
                         {"supervisor_pid": 4242, "base_url": "http://127.0.0.1:8000"})
-    client = supervisor_client.ServerClient(["--set", "server.max_model_len=32768"])
+    client = supervisor_client.ServerClient(Origin(overrides=("server.max_model_len=32768",)))
     monkeypatch.setattr(client, "start", lambda allow_orphans=False: "started")
     ok, text = client.restart_keeping()
     assert not ok and "the new settings did not start (kv_cache_too_small: 32768 > 12784 tokens)" in text
     assert "the old server is back (supervisor pid 4242" in text
-    [argv] = started
+    [origin] = started
+    argv = origin.argv()
     assert argv[:2] == ["--set", "server.max_model_len=32768"]  # the console's own, then the old ones win
     assert "server.max_model_len=8192" in argv and "server.env.OMP_NUM_THREADS=2" in argv
     assert not any("api_key" in a or "quantization" in a for a in argv)

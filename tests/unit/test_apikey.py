@@ -113,8 +113,11 @@ def test_extra_args_api_key_is_refused(qhome):
 
 
 def test_a_set_key_never_reaches_the_supervisors_argv(qhome):
-    argv, key = supervisor_client.without_key(["--demo", "--set", f"server.api_key={KEY}", "--set", "server.port=1"])
-    assert argv == ["--demo", "--set", "server.port=1"] and key == KEY
+    from backend import spawn
+
+    child = spawn.supervisor(spawn.Origin(demo=True, overrides=(f"server.api_key={KEY}", "server.port=1")))
+    assert child.argv[3:] == ["--demo", "--set", "server.port=1", "serve", "--quiet"]
+    assert not any(KEY in a for a in child.argv) and child.env == {"QWEN_TUI_API_KEY": KEY}
 
 
 @pytest.mark.parametrize("host, key, warned", [

@@ -24,10 +24,10 @@ def failed(qhome, tmp_path, monkeypatch):
     cfg.write_text(CONFIG)
     state = {"st": ServerStatus(ServerState.FAILED, failure=KV)}
     monkeypatch.setattr(supervisor_client, "status", lambda: state["st"])
-    starts: list[list[str]] = []
+    starts: list = []  # the Origins started
 
-    def start(argv, **kw):
-        starts.append(argv)
+    def start(origin, **kw):
+        starts.append(origin)
         state["st"] = ServerStatus(ServerState.READY, supervised=True, supervisor_pid=1)
         return {"supervisor_pid": 1, "log_path": "x.log"}
 
@@ -50,7 +50,7 @@ def test_fix_yes_saves_starts_and_waits_for_ready(failed, capsys):
     assert out["applied"] and out["saved_to"] == str(cfg) and out["status"]["state"] == "ready"
     assert out["fix"]["changes"][0]["value"] == 23648
     assert "max_model_len = 23648  # mine" in cfg.read_text()
-    assert starts == [["--config", str(cfg)]]
+    assert [o.argv() for o in starts] == [["--config", str(cfg.resolve())]]
     from backend import events
 
     (ev,) = [e for e in events.read_events() if e["action"] == "fix"]

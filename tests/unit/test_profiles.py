@@ -7,7 +7,7 @@ import json
 import pytest
 
 from backend.cli import main
-from backend.profiles import BUILTIN, verdicts, with_profile
+from backend.profiles import BUILTIN, verdicts
 from backend.settings import ConfigError, load
 
 
@@ -85,15 +85,14 @@ def test_verdict_of_a_profile_that_does_not_fit(cfg):
     assert v.fits is False and any(p["severity"] == "error" and p["fix"] for p in v.problems)
 
 
-def test_global_argv_carries_the_profile():
-    assert with_profile(["--demo", "--profile", "long", "--set", "a.b=1"], "chat") == \
-        ["--demo", "--set", "a.b=1", "--profile", "chat"]
-    assert with_profile(["--profile=long"], None) == []
-
+def test_the_origin_carries_the_profile():
     from backend.cli import build_parser
-    from backend.cli.commands import global_argv
+    from backend.spawn import Origin, origin_of_options
 
-    assert "--profile" in global_argv(build_parser().parse_args(["--profile", "batch", "status"]))
+    origin = Origin(demo=True, profile="long", overrides=("a.b=1",))
+    assert origin.with_profile("chat").argv() == ["--demo", "--profile", "chat", "--set", "a.b=1"]
+    assert origin.with_profile(None).argv() == ["--demo", "--set", "a.b=1"]
+    assert "--profile" in origin_of_options(build_parser().parse_args(["--profile", "batch", "status"])).argv()
 
 
 def test_settings_rows_say_what_the_profile_sets_and_a_save_keeps_it(cfg):

@@ -285,17 +285,18 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
     def _switch_profile(self, name: str | None, restart: bool = False) -> None:
         # start-up: loaded on first use, not before the console's first frame
         from backend.errors import ConfigError
-        from backend.profiles import settings_for, with_profile
+        from backend.spawn import origin_of
 
+        origin = origin_of(self.app.settings).with_profile(name)
         try:
-            new = settings_for(self.app.settings, name)
+            new = origin.load()
         except ConfigError as e:
             self.notify(str(e), severity="error")
             return
         self.app.reload_settings(new)
         client = self.app.client
-        if hasattr(client, "global_argv"):  # the supervisor it starts reads the same settings
-            client.global_argv = with_profile(client.global_argv, name)
+        if hasattr(client, "origin"):  # the supervisor it starts reads the same settings
+            client.origin = origin
         self.restart_after_plan = restart
         self.compute_plan()
         self._show_status()

@@ -29,6 +29,8 @@ from tui.screens.dialog import Dialog
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from backend.spawn import PullJob
+
 POLL_S = 0.3
 
 
@@ -157,20 +159,23 @@ class PullScreen(Dialog[str | None]):
         if why:
             self.notify(why, severity="error")
             return
-        argv = ["pull", repo, "--source", source]
-        if revision:
-            argv += ["--revision", revision]
-        if folder:
-            argv += ["--local-dir", str(self._target(repo, folder))]
+        from backend.spawn import PullJob  # start-up: loaded on first use, not before the console's first frame
+
+        detached = self.query_one("#detach", Checkbox).value
+        job = PullJob(repo, source=source, revision=revision or None,
+                      local_dir=str(self._target(repo, folder)) if folder else None,
+                      watch_parent=None if detached else os.getpid())  # not detached: it stops with the console
         self.query_one("#summary", Label).update(f"starting the pull of {repo}…")
-        self.start_worker(argv, self.query_one("#detach", Checkbox).value)
+        self.start_worker(job)
 
     @work(group="pull-start", exclusive=True, exit_on_error=False)
-    async def start_worker(self, argv: list[str], detached: bool) -> None:
-        from backend.pull.cli import spawn  # start-up: loaded on first use, not before the console's first frame
+    async def start_worker(self, job: PullJob) -> None:
+        # start-up: loaded on first use, not before the console's first frame
+        from backend import spawn
+        from backend.pull.cli import spawn as start
 
         try:
-            pid, log = await asyncio.to_thread(spawn, argv, None if detached else os.getpid())
+            pid, log = await asyncio.to_thread(start, spawn.pull(spawn.origin_of(self.app.settings), job))
             self.post_message(PullStarted(pid, str(log)))
         except OSError as e:
             self.post_message(PullStarted(None, None, error=f"cannot start the pull: {e.strerror or e}"))
