@@ -11,6 +11,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from backend.chat import ChatError
+    from backend.chat_session import Reply
     from backend.conversation_store import Store
     from backend.settings import Settings
 
@@ -112,21 +114,15 @@ def _export(store: Store, name: str, out: str | None) -> int:
 
 def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     # start-up: a subcommand imports only what it runs
-    from backend.chat import ChatError, ChatResult, new_client, stream_chat, terminal_text
-
-    # start-up: a subcommand imports only what it runs
-    from backend.context_budget import Budget, count, exchanges_to_drop, split_exchanges
-
-    # start-up: a subcommand imports only what it runs
-    from backend.conversation import ChatParams, Conversation, figures_line, reply_figures
-    from backend.conversation_store import server_record  # start-up: a subcommand imports only what it runs
+    from backend.chat import ChatError, terminal_text
+    from backend.chat_session import ChatSession, ContextRefused
+    from backend.conversation import ChatParams, Conversation
 
     # `chat -` (as `cat -`): standard input, like no prompt at all
     prompt = " ".join(args.prompt) if args.prompt and args.prompt != ["-"] else sys.stdin.read()
     if not prompt.strip():
         _err("qwen-tui chat: nothing to send (give a prompt, or pipe one in)")
         return 2
-    model = args.model or settings.served_name
     conv: Conversation | None = None
     if args.conversation:
         conv_id = store.resolve(args.conversation)
@@ -134,66 +130,37 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
             conv = store.load(conv_id, ChatParams.from_chat(settings.chat))
         else:  # a new conversation of that name
             conv = Conversation(params=ChatParams.from_chat(settings.chat), title=" ".join(args.conversation.split()))
-    params = conv.params if conv is not None else ChatParams.from_chat(settings.chat)
-    max_tokens = args.max_tokens if args.max_tokens is not None else params.max_tokens
-    result = ChatResult()
-    notes: list[str] = []
+    # without --conversation: one exchange, kept nowhere
+    session = ChatSession(settings, conv, store if conv is not None else None)
+    session.endpoint = (settings.base_url, args.model or settings.served_name)
+    ceiling_of = _ceiling(settings)
+    session.ceiling = ceiling_of
+    max_tokens = args.max_tokens if args.max_tokens is not None else session.conversation.params.max_tokens
 
-    async def run() -> Budget:
-        async with new_client(settings.api_key) as client:
-            from backend.httpclient import headers  # start-up: a subcommand imports only what it runs
+    def show(text: str) -> None:
+        if not args.json:  # the model's own ESC, NUL or BEL never reach the terminal
+            sys.stdout.write(terminal_text(text))
+            sys.stdout.flush()
 
-            messages = (conv or Conversation(params.system_prompt)).messages(prompt)
-            budget = await count(client, settings.base_url, model, messages, max_tokens,
-                                 headers=headers(settings.api_key))
-            if budget.fits is False and conv is not None and args.drop_oldest and budget.max_model_len:
-                system = conv.history()[:1] if conv.system_prompt else []
-                k = await exchanges_to_drop(client, settings.base_url, model, system,
-                                            split_exchanges(conv.turns[conv.context_start:]),
-                                            {"role": "user", "content": prompt}, max_tokens, budget.max_model_len,
-                                            headers(settings.api_key))
-                if k:
-                    conv.drop_oldest(k)
-                    store.save_context(conv)
-                    notes.append(f"left the oldest {k} exchange{'s' if k != 1 else ''} out of the context")
-                    messages = conv.messages(prompt)
-                    budget = await count(client, settings.base_url, model, messages, max_tokens,
-                                         headers=headers(settings.api_key))
-            if budget.fits is False:
-                fix = f"lower --max-tokens to {budget.max_tokens_that_fit} or less" if budget.max_tokens_that_fit else \
-                    "the message alone is too long for max_model_len: shorten it"
-                if conv is not None and conv.exchanges_in_context():
-                    fix += ", or add --drop-oldest (the oldest exchanges are left out of the context, kept in the file)"
-                raise ChatError(budget.refusal(), fix)
-            async for delta in stream_chat(settings.base_url, model, messages, max_tokens=max_tokens,
-                                           temperature=params.temperature, top_p=params.top_p,
-                                           api_key=settings.api_key, result=result, client=client):
-                if not args.json:  # the model's own ESC, NUL or BEL never reach the terminal
-                    sys.stdout.write(terminal_text(delta.text))
-                    sys.stdout.flush()
-            return budget
+    async def run() -> Reply:
+        try:
+            return await session.send(prompt, show, max_tokens=max_tokens, drop_oldest=args.drop_oldest)
+        finally:
+            await session.aclose()
 
     try:
-        budget = asyncio.run(run())
+        reply = asyncio.run(run())
+    except ContextRefused as e:
+        b = e.budget
+        fix = f"lower --max-tokens to {b.max_tokens_that_fit} or less" if b.max_tokens_that_fit else \
+            "the message alone is too long for max_model_len: shorten it"
+        if conv is not None and conv.exchanges_in_context():
+            fix += ", or add --drop-oldest (the oldest exchanges are left out of the context, kept in the file)"
+        return _chat_error(args, ChatError(b.refusal(), fix))
     except ChatError as e:
-        if args.json:
-            _print_json({"error": e.message, "fix": e.fix, "status": e.status})
-        else:
-            _err(f"{e.message}\n  fix: {e.fix}")
-        return 1
-    except KeyboardInterrupt:  # the partial reply is kept, marked as cut
-        if conv is not None:
-            store.save_server(conv, result.model or model, server_record(settings, settings.base_url, model))
-            cut = conv.record(prompt, result.text, reply_figures(result), figures_line(result), cut=True)
-            store.add_turns(conv, cut)
-        raise
-    from backend.ledger import plan_for_console  # start-up: a subcommand imports only what it runs
-
-    plan, _ = plan_for_console(settings)
-    ceiling = plan.get("decode_tokens_per_s_ceiling") if plan else None
-    if conv is not None:
-        store.save_server(conv, result.model or model, server_record(settings, settings.base_url, model))
-        store.add_turns(conv, conv.record(prompt, result.text, reply_figures(result), figures_line(result, ceiling)))
+        return _chat_error(args, e)
+    result, budget, ceiling = reply.result, reply.budget, ceiling_of()
+    assert budget is not None  # a send that returned was counted
     if args.json:
         out = dict(result.as_dict(), decode_tokens_per_s_ceiling=ceiling,
                    context={"prompt_tokens": budget.prompt_tokens, "exact": budget.exact,
@@ -201,8 +168,8 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
         if conv is not None:
             out["conversation"] = {"id": conv.id, "title": conv.title, "messages": conv.message_count(),
                                    "path": str(store.path(conv.id)) if conv.id else None}
-        if notes:
-            out["notes"] = notes
+        if reply.notes:
+            out["notes"] = reply.notes
         _print_json(out)
     else:
         from backend.conversation import rate_text  # start-up: a subcommand imports only what it runs
@@ -210,11 +177,35 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
         tps = rate_text(result, ceiling)
         ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"
         saved = f"; saved in {conv.id} ({conv.message_count()} messages)" if conv is not None and conv.id else ""
-        for note in notes:
+        for note in reply.notes:
             _err(note)
         print(f"\n[{result.completion_tokens} tokens, TTFT {ttft}, {tps}, finish {result.finish_reason}{saved}]",
               file=sys.stderr)
     return 0
+
+
+def _chat_error(args: argparse.Namespace, e: ChatError) -> int:
+    if args.json:
+        _print_json({"error": e.message, "fix": e.fix, "status": e.status})
+    else:
+        _err(f"{e.message}\n  fix: {e.fix}")
+    return 1
+
+
+class _ceiling:
+    """The ledger's batch-1 decode ceiling for these settings, planned once when first asked (after
+    the reply: the plan is not on the way to the first token)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings, self.done, self.value = settings, False, None
+
+    def __call__(self) -> float | None:
+        if not self.done:
+            from backend.ledger import plan_for_console  # start-up: a subcommand imports only what it runs
+
+            plan, _ = plan_for_console(self.settings)
+            self.value, self.done = (plan.get("decode_tokens_per_s_ceiling") if plan else None), True
+        return self.value
 
 
 def _empty_name(args: argparse.Namespace) -> str | None:

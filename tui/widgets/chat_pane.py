@@ -23,7 +23,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from backend.conversation import ChatParams, Conversation, figures_line, reply_figures, reply_line
+from backend.chat_session import ChatSession
+from backend.conversation import ChatParams, Conversation, reply_line
 from tui.messages import BudgetCounted, ChatDelta, ChatFinished, ChatRefused, ClipboardDelivered
 from tui.node import QwenNode
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:  # start-up: the pane's content and its store load when the ch
     from textual import events
     from textual.widget import Widget
 
-    from backend.chat import ChatResult
     from backend.context_budget import Budget
     from backend.conversation_store import Store
     from tui.widgets.reply import ReplyView
@@ -84,22 +84,17 @@ class ChatPane(QwenNode, Vertical):
     def __init__(self, store: Store | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._store = store  # made by build() when None
-        self.conversation = Conversation()
+        # the one send sequence (backend/chat_session.py, which `qwen-tui chat` drives too); the pane
+        # turns its deltas and outcomes into messages and widgets
+        self.session = ChatSession(lambda: self.app.settings, Conversation(), store)
         self.built = False  # its widgets: made the first time the chat is shown (build())
         self._build_lock = asyncio.Lock()
-        self.ceiling: float | None = None  # the ledger's batch-1 decode ceiling, when known
         self.streaming = False
         # (base_url, model) of the running server, set by the screen from each poll; None: settings
         self._endpoint_value: tuple[str, str] | None = None
         self._reply: ReplyView | None = None
         self._pending: list[Widget] = []  # the user line and reply of the message being sent
         self._waiting: WaitingLine | None = None  # until the first delta
-        # an httpx transport for the pane's client (benchmarks, tests); None: the network
-        self.transport: httpx.AsyncBaseTransport | None = None
-        self._http: httpx.AsyncClient | None = None  # the pane's one HTTP client, made on first use
-        self.request_extra: dict[str, Any] | None = None  # extra request fields (tests: ignore_eos)
-        self.max_model_len: int | None = None
-        self._known: tuple[int, int] | None = None  # (tokens, messages) the last usage covered
         self.budget: Budget | None = None  # the last one counted
 
     @property
@@ -108,6 +103,42 @@ class ChatPane(QwenNode, Vertical):
         if self._store is None:
             raise RuntimeError("the chat pane's store is made when the chat is first shown (build())")
         return self._store
+
+    # the session's, by the names the screen, the benchmarks and the tests use
+    @property
+    def conversation(self) -> Conversation:
+        return self.session.conversation
+
+    @conversation.setter
+    def conversation(self, conv: Conversation) -> None:
+        self.session.switch(conv)
+
+    @property
+    def ceiling(self) -> float | None:
+        """The ledger's batch-1 decode ceiling, when known (set by the screen)."""
+        return self.session.ceiling if not callable(self.session.ceiling) else self.session.ceiling()
+
+    @ceiling.setter
+    def ceiling(self, value: float | None) -> None:
+        self.session.ceiling = value
+
+    @property
+    def request_extra(self) -> dict[str, Any] | None:
+        """Extra request fields (tests: ignore_eos)."""
+        return self.session.extra
+
+    @request_extra.setter
+    def request_extra(self, value: dict[str, Any] | None) -> None:
+        self.session.extra = value
+
+    @property
+    def transport(self) -> httpx.AsyncBaseTransport | None:
+        """An httpx transport for the pane's client (benchmarks, tests); None: the network."""
+        return self.session.transport
+
+    @transport.setter
+    def transport(self, value: httpx.AsyncBaseTransport | None) -> None:
+        self.session.transport = value
 
     def on_mount(self) -> None:
         self.conversation = self._new_conversation()
@@ -128,6 +159,7 @@ class ChatPane(QwenNode, Vertical):
 
             if self._store is None:
                 self._store = Store()
+            self.session.store = self._store
             cursor = Static("", id="chat-cursor", markup=False)
             cursor.display = False
             # select_on_focus off: a key typed while focus was elsewhere lands in the input (the screen
@@ -139,7 +171,7 @@ class ChatPane(QwenNode, Vertical):
                          cursor, id="chat-foot")])
             self.built = True
         if self._endpoint_value is not None and not self.streaming:
-            self.max_model_len, self._known = None, None
+            self.session.max_model_len, self.session.known = None, None
             self.refresh_budget()  # a server that was up before the chat was first shown
 
     def _demo_note(self) -> str:
@@ -154,27 +186,16 @@ class ChatPane(QwenNode, Vertical):
     def endpoint(self, value: tuple[str, str] | None) -> None:
         """A server came up (or moved): count the context once, so the budget shows before a send."""
         changed = value != self._endpoint_value
-        self._endpoint_value = value
+        self._endpoint_value = self.session.endpoint = value
         if changed and value is not None and self.built and not self.streaming:
-            self.max_model_len, self._known = None, None
+            self.session.max_model_len, self.session.known = None, None
             self.refresh_budget()
 
     def _new_conversation(self) -> Conversation:
-        return Conversation(params=ChatParams.from_chat(self.app.settings.chat))
+        return self.session.new_conversation()
 
     def focus_input(self) -> None:
         self.query_one("#chat-input", Input).focus()
-
-    def _endpoint(self) -> tuple[str, str]:
-        settings = self.app.settings
-        return self.endpoint or (settings.base_url, settings.served_name)
-
-    def _client(self) -> httpx.AsyncClient:
-        from backend.chat import new_client  # start-up: loaded on first use, not with the console
-
-        if self._http is None:  # one client (and connection) for the pane's life
-            self._http = new_client(self.app.settings.api_key, self.transport)  # key file, env or config
-        return self._http
 
     # -- sending ---------------------------------------------------------------------------------
     @on(Input.Submitted, "#chat-input")
@@ -201,97 +222,47 @@ class ChatPane(QwenNode, Vertical):
         self.streaming = True
         self.ask(text)
 
-    async def _check_budget(self, text: str, messages: list[dict[str, str]]) -> Budget | None:
-        """The budget of sending `messages`; posts ChatRefused and returns None when it does not fit."""
-        # start-up: loaded on first use, not with the console
-        from backend.context_budget import count, exchanges_to_drop, split_exchanges
-        from backend.httpclient import headers  # start-up: loaded on first use, not with the console
-
-        base_url, model = self._endpoint()
-        client, key = self._client(), headers(self.app.settings.api_key)
-        known, at = self._known or (None, 0)
-        budget = await count(client, base_url, model, messages, self.conversation.params.max_tokens,
-                             max_model_len=self.max_model_len, known_history=known, history_at=at, headers=key)
-        self.max_model_len = budget.max_model_len or self.max_model_len
-        if budget.fits is not False:
-            return budget
-        conv = self.conversation
-        drop = None
-        if conv.exchanges_in_context():
-            system = conv.history()[:1] if conv.system_prompt else []
-            drop = await exchanges_to_drop(client, base_url, model, system,
-                                           split_exchanges(conv.turns[conv.context_start:]),
-                                           {"role": "user", "content": text}, budget.max_tokens,
-                                           budget.max_model_len or 0, key)
-        self.post_message(ChatRefused(text, budget, drop))
-        return None
-
     @work(group="chat", exclusive=True, exit_on_error=False)
     async def ask(self, text: str) -> None:
-        """Count, then stream one reply; post deltas and the end. Never touches widgets."""
-        from backend.chat import ChatError, ChatResult, stream_chat  # httpx: not before the first chat
+        """The session's send, its deltas and its end as messages. Never touches widgets."""
+        from backend.chat import ChatError  # httpx: not before the first chat
+        from backend.chat_session import ContextRefused  # start-up: loaded on first use, not with the console
 
-        result = ChatResult()
-        conv, params = self.conversation, self.conversation.params
+        conv = self.conversation
         pending: list[str] = []
         last = time.monotonic()
-        base_url, model = self._endpoint()
-        messages = conv.messages(text)
+
+        def delta(text: str) -> None:
+            nonlocal pending, last
+            pending.append(text)
+            if time.monotonic() - last >= COALESCE_S:
+                self.post_message(ChatDelta("".join(pending)))
+                pending, last = [], time.monotonic()
+
         try:
-            budget = await self._check_budget(text, messages)
-            if budget is None:
-                return
-            self.post_message(BudgetCounted(budget))
-            async for delta in stream_chat(base_url, model, messages, max_tokens=params.max_tokens,
-                                           temperature=params.temperature, top_p=params.top_p,
-                                           result=result, client=self._client(), extra=self.request_extra):
-                pending.append(delta.text)
-                if time.monotonic() - last >= COALESCE_S:
-                    self.post_message(ChatDelta("".join(pending)))
-                    pending, last = [], time.monotonic()
+            reply = await self.session.send(text, delta, on_budget=lambda b: self.post_message(BudgetCounted(b)))
             if pending:
                 self.post_message(ChatDelta("".join(pending)))
-            line = figures_line(result, self.ceiling)
-            new = conv.record(text, result.text, reply_figures(result), line)
-            self._count_from_usage(result)
-            saved = await asyncio.to_thread(self._save, conv, new, result.model or model, base_url, model)
-            self.post_message(ChatFinished(result, line + saved, conversation=conv))
+            self.post_message(ChatFinished(reply.result, reply.line + _unsaved(reply.unsaved), conversation=conv))
+        except ContextRefused as e:
+            self.post_message(ChatRefused(text, e.budget, e.drop))
         except ChatError as e:
-            self.post_message(ChatFinished(result, "", error=e.message, fix=e.fix, conversation=conv))
+            self.post_message(ChatFinished(self.session.result, "", error=e.message, fix=e.fix, conversation=conv))
         except asyncio.CancelledError:
-            # what arrived stays in the history, marked as cut; the stream is closed (vLLM aborts)
-            line = figures_line(result, self.ceiling)
-            new = conv.record(text, result.text, reply_figures(result), line, cut=True)
-            # the cut reply stays in the context: the context line counts it (the usage so far), or
-            # says it is counted on the next send, never the count from before this exchange
-            if result.prompt_tokens is not None and result.completion_tokens is not None:
-                self._count_from_usage(result)
-            else:
-                self._known, self.budget = None, None
-            saved = self._save(conv, new, result.model or model, base_url, model)
-            self.post_message(ChatFinished(result, (reply_line(new[1]) if new else line + " · ✂ cut by esc")
-                                           + saved, cancelled=True, conversation=conv))
+            # the session kept what arrived, marked as cut, and saved it; the stream is closed (vLLM aborts)
+            cut = self.session.last
+            if cut is not None:
+                if cut.result.prompt_tokens is None or cut.result.completion_tokens is None:
+                    self.budget = None  # counted on the next send, never the count from before this exchange
+                self.post_message(ChatFinished(cut.result, (reply_line(cut.new[1]) if cut.new else
+                                                            cut.line + " · ✂ cut by esc") + _unsaved(cut.unsaved),
+                                               cancelled=True, conversation=conv))
+            else:  # cancelled while counting: nothing was sent
+                self.post_message(ChatFinished(self.session.result, "", cancelled=True, conversation=conv))
             raise
         except Exception as e:  # never a traceback on screen
-            self.post_message(ChatFinished(result, "", error=f"{type(e).__name__}: {e}", conversation=conv))
-
-    def _save(self, conv: Conversation, new: list[dict[str, Any]], served: str, base_url: str, model: str) -> str:
-        """Append the exchange to the conversation's file; '' or why it was not saved."""
-        from backend.conversation_store import StoreError, server_record  # start-up: loaded on first use
-
-        if not new:
-            return ""
-        try:
-            self.store.save_server(conv, served, server_record(self.app.settings, base_url, model))
-            self.store.add_turns(conv, new)
-        except StoreError as e:
-            return f" · not saved: {e}"
-        return ""
-
-    def _count_from_usage(self, result: ChatResult) -> None:
-        """The history's tokens from the server's usage: the prompt plus the reply just recorded."""
-        if result.prompt_tokens is not None and result.completion_tokens is not None:
-            self._known = (result.prompt_tokens + result.completion_tokens, len(self.conversation.history()))
+            self.post_message(ChatFinished(self.session.result, "", error=f"{type(e).__name__}: {e}",
+                                           conversation=conv))
 
     @on(ChatDelta)
     async def delta(self, message: ChatDelta) -> None:
@@ -344,7 +315,7 @@ class ChatPane(QwenNode, Vertical):
         async def chosen(choice: str | None) -> None:
             if choice == "drop" and message.drop:
                 self.conversation.drop_oldest(message.drop)
-                self._known = None
+                self.session.known = None  # the usage covered what is left out now
                 await self._run_store(self.store.save_context, self.conversation)
             elif choice == "lower" and lower >= 1:
                 self.conversation.params.max_tokens = lower
@@ -379,11 +350,10 @@ class ChatPane(QwenNode, Vertical):
         if not self.built:  # drawn when it is (build())
             return
         conv = self.conversation
-        if self._known is not None:
-            b = Budget(self._known[0], conv.params.max_tokens, self.max_model_len, exact=True)
-        elif self.budget is not None:
+        b = self.session.budget_now()  # from the last usage, when it covers the history
+        if b is None and self.budget is not None:
             b = Budget(self.budget.prompt_tokens, conv.params.max_tokens, self.budget.max_model_len, self.budget.exact)
-        else:
+        if b is None:
             self.query_one("#chat-budget", Static).update("context: counted when you send")
             return
         left_out = conv.exchanges_in_context() != sum(1 for t in conv.turns if t["role"] == "user")
@@ -391,8 +361,7 @@ class ChatPane(QwenNode, Vertical):
         self.query_one("#chat-budget", Static).update(b.text() + extra)
 
     async def on_unmount(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
+        await self.session.aclose()
 
     # -- keys ------------------------------------------------------------------------------------
     def action_stop_or_leave(self) -> None:
@@ -433,7 +402,7 @@ class ChatPane(QwenNode, Vertical):
         from tui.widgets.transcript import Transcript  # start-up: loaded on first use, not with the console
 
         await self.build()
-        self.conversation, self._known, self.budget, self._reply = conv, None, None, None
+        self.conversation, self.budget, self._reply = conv, None, None  # the session forgets the old one's usage
         log = self.query_one("#chat-log", Transcript)
         log.cursor = -1
         await log.remove_children()
@@ -460,17 +429,10 @@ class ChatPane(QwenNode, Vertical):
     @work(group="chat-budget", exclusive=True, exit_on_error=False)
     async def refresh_budget(self) -> None:
         """Count the reopened history (so the line under the input is exact before the first send)."""
-        from backend.context_budget import count  # start-up: loaded on first use, not with the console
-        from backend.httpclient import headers  # start-up: loaded on first use, not with the console
-
-        base_url, model = self._endpoint()
         try:
-            budget = await count(self._client(), base_url, model, self.conversation.history(),
-                                 self.conversation.params.max_tokens, max_model_len=self.max_model_len,
-                                 headers=headers(self.app.settings.api_key))
+            budget = await self.session.count()
         except Exception:  # noqa: BLE001 - a server that is not there yet: counted on send instead
             return
-        self.max_model_len = budget.max_model_len or self.max_model_len
         if budget.prompt_tokens is not None:
             self.post_message(BudgetCounted(budget))
 
@@ -509,7 +471,7 @@ class ChatPane(QwenNode, Vertical):
             if params is None or params == self.conversation.params:
                 return
             if params.system_prompt != self.conversation.params.system_prompt:
-                self._known = None  # the usage no longer covers the history
+                self.session.known = None  # the usage no longer covers the history
             self.conversation.params = params
             await self._run_store(self.store.save_params, self.conversation)
             self._show_budget()
@@ -568,3 +530,7 @@ class ChatPane(QwenNode, Vertical):
     @on(ClipboardDelivered)
     def clipboard_delivered(self, message: ClipboardDelivered) -> None:
         self.app.notify(message.delivery.text(message.what), timeout=10)
+
+
+def _unsaved(why: str) -> str:
+    return f" · {why}" if why else ""
