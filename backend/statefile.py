@@ -13,28 +13,83 @@ import json
 import os
 import stat
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args, get_origin, get_type_hints
 
 from backend import paths
 from backend.status import STATES, SUPERVISED
 
-_NUM = (int, float)
-# field -> the types it may have (None always allowed except where REQUIRED says so)
-FIELDS: dict[str, tuple[type, ...]] = {
-    "state": (str,), "detail": (str,), "supervisor_pid": (int,), "supervisor_create_time": _NUM,
-    "supervisor_cmdline": (str,), "pid": (int,), "pid_create_time": _NUM, "pgid": (int,),
-    "host": (str,), "port": (int,), "base_url": (str,), "served_model_name": (str,),
-    "served_models": (list,), "started_at": _NUM, "ready_at": _NUM, "updated_at": _NUM, "phase_since": _NUM,
-    "restarts": (int,), "log_path": (str,), "argv": (list,), "argv_hash": (str,), "env": (dict,),
-    "settings": (dict,), "failure": (dict,), "stop_report": (str,), "gpu_release": (dict,),
-    "stop_survivors": (list,), "probe": (dict,),
-    "figures": (dict,), "reaping_pids": (list,), "state_dir": (str,),
+
+@dataclass
+class ServerRecord:
+    """The state file's one record: every key it holds, typed. The supervisor writes one at every
+    transition (`Supervisor.record()`), the console one for an orphan it stopped (`stopped_by_console`);
+    `FIELDS`, the types a reader checks, is derived from it. None: unknown, or not this state's."""
+
+    state: str | None = None
+    detail: str | None = None
+    supervisor_pid: int | None = None
+    supervisor_create_time: float | None = None
+    supervisor_cmdline: str | None = None
+    pid: int | None = None
+    pid_create_time: float | None = None
+    pgid: int | None = None
+    reaping_pids: list[int] | None = None
+    host: str | None = None
+    port: int | None = None
+    base_url: str | None = None
+    served_model_name: str | None = None
+    served_models: list[str] | None = None
+    started_at: float | None = None
+    ready_at: float | None = None
+    updated_at: float | None = None  # stamped by write()
+    phase_since: float | None = None  # when this phase began (the hang watchdog, backend/watchdog.py)
+    restarts: int | None = None
+    log_path: str | None = None
+    argv: list[str] | None = None
+    argv_hash: str | None = None
+    env: dict[str, str] | None = None
+    settings: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None
+    stop_report: str | None = None
+    gpu_release: dict[str, Any] | None = None
+    stop_survivors: list[Any] | None = None
+    probe: dict[str, Any] | None = None
+    figures: dict[str, Any] | None = None
+    state_dir: str | None = None
     # failure memory across restarts, the stop countdown, sleep mode
-    "attempt": (int,), "attempts": (list,), "last_failure": (dict,), "stopping_at": _NUM,
-    "sleep_enabled": (bool,), "sleep_level": (int,), "slept_at": _NUM, "gpu_memory_freed_bytes": (int,),
-    "wake_seconds": _NUM, "sleep_op": (dict,),
-}
+    attempt: int | None = None
+    attempts: list[Any] | None = None
+    last_failure: dict[str, Any] | None = None
+    stopping_at: float | None = None
+    sleep_enabled: bool | None = None
+    sleep_level: int | None = None
+    slept_at: float | None = None
+    gpu_memory_freed_bytes: int | None = None
+    wake_seconds: float | None = None
+    sleep_op: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+
+def _types(hint: Any) -> tuple[type, ...]:
+    """The JSON types a field's annotation allows (None aside): a time is an int or a float."""
+    out: list[type] = []
+    for arg in get_args(hint) or (hint,):
+        base = get_origin(arg) or arg
+        if base is type(None):
+            continue
+        out += [int, float] if base is float else [base]
+    return tuple(out)
+
+
+# field -> the types it may have (None always allowed except where REQUIRED says so)
+FIELDS: dict[str, tuple[type, ...]] = {name: _types(hint) for name, hint in
+                                       get_type_hints(ServerRecord).items()}
 PID_FIELDS = ("supervisor_pid", "pid", "pgid")
 # --watch on another user's state dir: its files are read (never trusted to signal: watch mode has
 # no key that signals), so another owner is no reason to refuse them
@@ -61,12 +116,32 @@ def ensure_private_dirs() -> None:
             pass
 
 
-def write(data: dict[str, Any], path: Path | None = None) -> None:
+def write(record: ServerRecord | Mapping[str, Any], path: Path | None = None) -> None:
+    """The server's record as its state file, stamped `updated_at`. A mapping (a record read back and
+    changed, a test's) is written with its own keys, each one a record field (else ValueError): a key
+    it lacks stays absent, as an older supervisor's file has it."""
+    if isinstance(record, ServerRecord):
+        data = record.to_dict()
+    else:
+        unknown = sorted(set(record) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"not state-file keys: {', '.join(unknown)}")
+        data = dict(record)
     path = path or state_path()
     if path == state_path():
         ensure_private_dirs()
+    write_json(dict(data, updated_at=time.time()), path)
+
+
+def stopped_by_console(last: Mapping[str, Any], report: str, release: dict[str, Any]) -> dict[str, Any]:
+    """A dead supervisor's record once the console stopped the server it left."""
+    return dict(last, state="stopped", detail=report, stop_report=report, pid=None, pgid=None, gpu_release=release)
+
+
+def write_json(data: Mapping[str, Any], path: Path) -> None:
+    """`data` as the JSON file `path`, atomically (temp file + rename), 0600; a reader never sees half
+    of it (the server's state file, the pull's)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = dict(data, updated_at=time.time())
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:

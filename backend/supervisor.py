@@ -190,53 +190,57 @@ class Supervisor:
             record_event("stopped", detail, where, gpu_release=(self.gpu_release or {}).get("summary"))
 
     def status(self) -> dict[str, Any]:
+        return self.record().to_dict()
+
+    def record(self) -> statefile.ServerRecord:
+        """What the state file says now (backend/statefile.py's one record)."""
         snap = self.parser.snapshot()
         pid = self.proc.pid if self.proc and self.proc.returncode is None else None
-        return {
-            "state": self.state,
-            "detail": self.detail,
-            "pid": pid,
-            "pid_create_time": statefile.create_time(pid) if pid else None,
-            "pgid": self._pgid if pid or self.reaping_pids else None,
-            "reaping_pids": self.reaping_pids,
-            "supervisor_pid": os.getpid(),
-            "supervisor_create_time": statefile.create_time(os.getpid()),
-            "supervisor_cmdline": self._cmdline,
-            "host": self.settings.server_cfg.host,
-            "port": self.settings.server_cfg.port,
-            "base_url": self.settings.base_url,
-            "served_model_name": self.settings.served_name,
-            "served_models": self.served_models,
-            "started_at": self.started_at,
-            "ready_at": self.ready_at,
-            "restarts": self.restarts,
-            "log_path": str(self.log_path) if self.log_path else None,
-            "argv": self.adopted_argv or self.launch.argv,
-            "argv_hash": argv_hash(self.adopted_argv or self.launch.argv),
-            "env": self.launch.env,
-            "settings": self.settings.snapshot(),
+        return statefile.ServerRecord(
+            state=self.state,
+            detail=self.detail,
+            pid=pid,
+            pid_create_time=statefile.create_time(pid) if pid else None,
+            pgid=self._pgid if pid or self.reaping_pids else None,
+            reaping_pids=self.reaping_pids,
+            supervisor_pid=os.getpid(),
+            supervisor_create_time=statefile.create_time(os.getpid()),
+            supervisor_cmdline=self._cmdline,
+            host=self.settings.server_cfg.host,
+            port=self.settings.server_cfg.port,
+            base_url=self.settings.base_url,
+            served_model_name=self.settings.served_name,
+            served_models=self.served_models,
+            started_at=self.started_at,
+            ready_at=self.ready_at,
+            restarts=self.restarts,
+            log_path=str(self.log_path) if self.log_path else None,
+            argv=self.adopted_argv or self.launch.argv,
+            argv_hash=argv_hash(self.adopted_argv or self.launch.argv),
+            env=self.launch.env,
+            settings=self.settings.snapshot(),
             # what the supervisor itself saw (/health failing) first; else the log's diagnosis
-            "failure": self.failure or (snap.get("failure") if self.state in FAILING else None),
-            "attempt": self.restarts + 1,
-            "attempts": self.attempts[-ATTEMPTS_KEPT:],
-            "last_failure": self.attempts[-1] if self.attempts else None,
-            "stop_report": self.stop_report,
-            "stop_survivors": self.stop_survivors,
-            "probe": self.probe,
-            "stopping_at": self.stopping_at,
-            "gpu_release": self.gpu_release,
-            "figures": {**{k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
-                                                    "max_concurrency", "max_concurrency_tokens",
-                                                    "weights_gib", "weights_seconds", "phase")},
-                        # each worker's figures at TP>1 (both ranks' KV lines): figure -> rank -> value
-                        "per_rank": rank_table(self.parser) or None},
+            failure=self.failure or (snap.get("failure") if self.state in FAILING else None),
+            attempt=self.restarts + 1,
+            attempts=self.attempts[-ATTEMPTS_KEPT:],
+            last_failure=self.attempts[-1] if self.attempts else None,
+            stop_report=self.stop_report,
+            stop_survivors=self.stop_survivors,
+            probe=self.probe,
+            stopping_at=self.stopping_at,
+            gpu_release=self.gpu_release,
+            figures={**{k: snap.get(k) for k in ("vllm_version", "kv_cache_tokens", "kv_cache_gib",
+                                                 "max_concurrency", "max_concurrency_tokens",
+                                                 "weights_gib", "weights_seconds", "phase")},
+                     # each worker's figures at TP>1 (both ranks' KV lines): figure -> rank -> value
+                     "per_rank": rank_table(self.parser) or None},
             # when this phase began, on this clock (the hang watchdog, backend/watchdog.py)
-            "phase_since": self._phase_since or self.started_at,
+            phase_since=self._phase_since or self.started_at,
             **self.sleep.fields(self.state),
-        }
+        )
 
     def _write_state(self) -> None:
-        statefile.write(self.status(), self.state_path)
+        statefile.write(self.record(), self.state_path)
 
     # -- one launch ----------------------------------------------------------------------------
     async def _spawn(self) -> None:

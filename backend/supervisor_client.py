@@ -234,8 +234,7 @@ def _stop_orphaned(last: dict[str, Any]) -> tuple[bool, str]:
     pgid = last.get("pgid") if last.get("pgid") == last.get("pid") else None
     done = orphans.stop_verified(pgid, left, float(timeout))
     report = f"stopped the server its dead supervisor left (pids {', '.join(map(str, left))}): {done.summary()}"
-    statefile.write(dict(last, state="stopped", detail=report, stop_report=report, pid=None, pgid=None,
-                         gpu_release=done.release.to_dict()))
+    statefile.write(statefile.stopped_by_console(last, report, done.release.to_dict()))
     return done.ok, report
 
 

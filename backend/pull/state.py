@@ -67,7 +67,7 @@ class StateWriter:
         self._last = time.monotonic()
         try:
             statefile.ensure_private_dirs()
-            statefile.write(self.data, self.path)
+            statefile.write_json(dict(self.data, updated_at=time.time()), self.path)
         except OSError:
             pass  # progress still goes to stderr; a full disk must not stop the pull here
 
