@@ -152,8 +152,8 @@ async def test_a_running_pull_is_said_at_start(qhome, tmp_path):
         while time.time() < deadline and statefile.create_time(fake.pid) is None:
             time.sleep(0.05)
         statefile.ensure_private_dirs()
-        statefile.write({"pid": fake.pid, "create_time": statefile.create_time(fake.pid), "repo_id": REPO,
-                         "phase": "downloading", "detached": True}, pull_state.state_path())
+        statefile.write_json({"pid": fake.pid, "create_time": statefile.create_time(fake.pid), "repo_id": REPO,
+                              "phase": "downloading", "detached": True}, pull_state.state_path())
         assert pull_state.running() is not None
         cfg = tmp_path / "config.toml"
         cfg.write_text("[server]\nport = 8000\n")
