@@ -330,6 +330,40 @@ def propose(failure: Mapping[str, Any] | None, settings: Settings, facts: Facts 
         return None
     if not built:
         return None
+    return _finish(kind, built, settings, facts)
+
+
+# The ledger's blocking problems before a launch, by the failure kind vLLM would report for each: the
+# preflight dialog offers the same one-key fix as the failure banner would after a wasted start.
+PLAN_KINDS = {"weights-exceed-budget": "no_cache_memory", "no-kv-cache-memory": "no_cache_memory",
+              "kv-cache-too-small-for-max-model-len": "kv_cache_too_small"}
+
+
+def propose_for_plan(plan: Mapping[str, Any] | None, settings: Settings,
+                     facts: Facts | None = None) -> Proposal | None:
+    """The fix of the first blocking problem of a plan (`plan --json`'s dict) that a settings change
+    fixes, as data, with the ledger's verdict; None when none is. Never raises."""
+    facts = facts or Facts()
+    for problem in (plan or {}).get("problems") or []:
+        kind = PLAN_KINDS.get(str(problem.get("kind")))
+        if problem.get("severity") != "error" or kind is None:
+            continue
+        try:
+            if kind == "kv_cache_too_small":
+                fits = int((plan or {}).get("max_model_len_that_fits") or 0)
+                built = ([Change("server", "max_model_len", fits, _server(settings, "max_model_len"))],
+                         f"the ledger's KV cache holds one request of {fits:,} tokens") if fits > 0 else None
+            else:
+                built = _no_cache({"kind": kind, "message": ""}, settings, facts)
+            if built:
+                return _finish(kind, built, settings, facts)
+        except Exception:  # noqa: BLE001 - a fix we cannot compute is no fix, never a crash
+            continue
+    return None
+
+
+def _finish(kind: str, built: tuple[list[Change], str], settings: Settings, facts: Facts) -> Proposal:
+    """The proposal of these changes: where it is saved, the ledger's verdict, why the key may not apply it."""
     changes, why = built
     from backend.setting_rows import config_target  # where the settings screen saves too
 

@@ -19,6 +19,9 @@ GiB = overheads.GiB
 
 
 def _g(b: float) -> str:
+    """GiB to two places; a small amount (a demo model's weights) in MiB, never "0.00 GiB"."""
+    if 0 < abs(b) < GiB / 20:
+        return f"{b / (1 << 20):.1f} MiB"
     return f"{b / GiB:.2f} GiB"
 
 

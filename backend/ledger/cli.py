@@ -10,8 +10,9 @@ import json
 import sys
 from typing import Any, TextIO
 
+from backend.ledger import checks
 from backend.ledger.adapter import LedgerInputError, plan_from_settings
-from backend.ledger.core import GiB, Ledger
+from backend.ledger.core import Ledger
 from backend.settings import Settings
 
 
@@ -46,7 +47,7 @@ def cards_reserved(led: Ledger) -> str | None:
 
 
 def _g(b: float) -> str:
-    return f"{b / GiB:.2f} GiB"
+    return checks._g(b)  # one rule for both: small amounts in MiB
 
 
 def _n(x: int) -> str:

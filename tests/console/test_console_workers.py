@@ -36,4 +36,4 @@ async def test_two_workers_are_on_the_80x24_screen(qhome):
 def test_the_strip_keeps_the_gpu_figure_where_there_are_gpus():
     assert strip_text("ready", PARSED, (10.0, 24.0), WORKERS).endswith("GPU 10.0/24.0 GiB")
     assert strip_text("ready", PARSED, None, None).endswith("GPU n/a")
-    assert strip_text("starting", {}, None, [{"pid": 5, "rank": None}]).endswith("TP? 5")
+    assert strip_text("starting", {}, None, [{"pid": 5, "rank": None}]).endswith("· worker 5")

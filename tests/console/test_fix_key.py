@@ -66,3 +66,45 @@ async def test_a_stalled_start_is_on_the_status_line_and_k_dumps_the_stacks(qhom
         await pilot.press("k")  # no supervised server in this test's state dir: it says so
         assert await wait_until(pilot, lambda: any("no server process to dump" in n.message
                                                    for n in app._notifications), tries=200)
+
+
+async def test_the_preflight_offers_the_same_one_key_fix_and_a_saves_it_and_starts(qhome, tmp_path):
+    """Issue 30: a launch the ledger says will fail (the weights over a tiny budget) is stopped before it
+    is wasted, with the fix the failure banner would offer after it; a saves it (comments kept) and starts."""
+    from tui.screens.preflight import PreflightScreen
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('# my box\n[server]\nmodel = "Qwen/Qwen2.5-0.5B-Instruct"\n'
+                   "gpu_memory_utilization = 0.03  # tight\n")
+    client = ScriptedClient([Poll(state={"state": "stopped"})])
+    app = make_app(load(config=str(cfg), overrides=["console.on_exit=ask"]), client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.plan is not None, tries=200)
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen), tries=200)
+        text = str(app.screen.query_one("#problems").render())
+        assert "weights-exceed-budget" in text and "a: apply the fix and start" in text, text
+        assert "server.gpu_memory_utilization: 0.03 ->" in text and "the ledger says it fits" in text, text
+        assert "a: apply the fix" in str(app.screen.query_one("#keys").render())
+        await pilot.press("a")
+        assert await wait_until(pilot, lambda: "start" in client.actions, tries=200)
+        saved = cfg.read_text()
+        new = app.settings.server["gpu_memory_utilization"]
+        assert 0.03 < new < 0.95 and f"gpu_memory_utilization = {new}  # tight" in saved and "# my box" in saved
+        assert not app.screen.plan.get("problems") or all(p["severity"] != "error" for p in app.screen.plan["problems"])
+
+
+async def test_a_preflight_with_no_settings_fix_says_so_and_a_does_nothing(qhome):
+    from tests.helpers.console import app_with
+    from tui.screens.preflight import PreflightScreen
+
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome, "server.tensor_parallel_size=3",
+                           "planner.gpu_count=4")
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.plan is not None, tries=200)
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen), tries=200)
+        assert "a: apply" not in str(app.screen.query_one("#keys").render())
+        await pilot.press("a")
+        assert await wait_until(pilot, lambda: any("no one-key fix here" in n.message for n in app._notifications))
+        assert isinstance(app.screen, PreflightScreen) and client.actions == []

@@ -219,3 +219,40 @@ def test_a_blocked_fix_is_never_applied(tmp_path):
     with pytest.raises(ValueError, match="not applied"):
         fixes.apply(prop, s)
     assert path.read_text() == SMALL
+
+
+# -- before a launch: the ledger's blocking problems get the same fix ------------------------------
+def _plan(s):
+    from backend.ledger import plan_from_settings
+
+    return plan_from_settings(s, check_free=False).to_dict()
+
+
+def test_a_plan_whose_weights_exceed_the_budget_gets_the_utilization_the_ledger_fits(tmp_path):
+    s = settings_of(tmp_path, '[server]\nmodel = "Qwen/Qwen2.5-14B-Instruct"\ngpu_memory_utilization = 0.1\n' + H200)
+    plan = _plan(s)
+    assert any(p["kind"] == "weights-exceed-budget" for p in plan["problems"])
+    prop = fixes.propose_for_plan(plan, s)
+    assert prop.kind == "no_cache_memory" and prop.changes[0].key == "gpu_memory_utilization"
+    assert prop.changes[0].old == 0.1 and prop.verdict["fits"] is True and prop.applicable
+    # the same value as the failure banner's after a wasted start without a measured floor
+    assert prop.changes[0].value == fixes.propose({"kind": "no_cache_memory", "message": ""}, s).changes[0].value
+    assert _plan(fixes._with(s, prop.changes))["fits"]
+
+
+def test_a_plan_whose_cache_cannot_hold_one_request_gets_the_longest_max_model_len_that_fits(tmp_path):
+    s = settings_of(tmp_path, '[server]\nmodel = "Qwen/Qwen2.5-14B-Instruct"\ngpu_memory_utilization = 0.24\n'
+                    "max_model_len = 32768\n" + H200)
+    plan = _plan(s)
+    assert [p["kind"] for p in plan["problems"] if p["severity"] == "error"] == ["kv-cache-too-small-for-max-model-len"]
+    prop = fixes.propose_for_plan(plan, s)
+    assert prop.changes[0].key == "max_model_len" and prop.changes[0].value == plan["max_model_len_that_fits"]
+    assert 0 < prop.changes[0].value < 32768 and prop.verdict["fits"] is True
+
+
+def test_a_plan_problem_no_setting_fixes_has_no_proposal(tmp_path):
+    s = settings_of(tmp_path, SMALL)
+    assert fixes.propose_for_plan({"problems": [{"kind": "tp-not-divisible", "severity": "error"}]}, s) is None
+    assert fixes.propose_for_plan({"problems": [{"kind": "weights-exceed-budget", "severity": "warning"}]},
+                                  s) is None  # a warning does not block the launch
+    assert fixes.propose_for_plan(None, s) is None

@@ -125,7 +125,7 @@ class ServerActions(MainScreenParts):
             return
         from backend import apikey  # start-up: loaded on first use, not before the console's first frame
         from tui.screens.exposure import ExposureScreen
-        from tui.screens.preflight import PreflightScreen, blocking
+        from tui.screens.preflight import blocking
 
         exposed = apikey.exposure(self.app.settings) if action in ("start", "restart") else None
         if exposed and not exposure_ok:  # a network bind without a key: one key to go on
@@ -134,16 +134,27 @@ class ServerActions(MainScreenParts):
             return
 
         problems = blocking(self.plan) if action in ("start", "restart") else []
-        if problems:  # a slow launch that the ledger says will fail: say so first
-            def chosen(choice: str | None) -> None:
-                if choice == "force":
-                    self._go(action)
-                elif choice == "settings":
-                    self.action_settings()
-
-            self.app.push_screen(PreflightScreen(problems), chosen)
+        if problems:  # a slow launch that the ledger says will fail: say so first, with its fix
+            self.preflight_worker(action, problems)
             return
         self._go(action)
+
+    @work(group="preflight", exclusive=True, exit_on_error=False)
+    async def preflight_worker(self, action: str, problems: list[dict]) -> None:
+        from backend import fixes  # start-up: loaded on first use, not before the console's first frame
+        from tui.screens.preflight import PreflightScreen
+
+        prop = await asyncio.to_thread(fixes.propose_for_plan, self.plan, self.app.settings)
+
+        def chosen(choice: str | None) -> None:
+            if choice == "fix" and prop is not None:
+                self.apply_worker(prop)  # saved, then restarted on the fixed settings' plan (FixActions)
+            elif choice == "force":
+                self._go(action)
+            elif choice == "settings":
+                self.action_settings()
+
+        self.app.push_screen(PreflightScreen(problems, prop.to_dict() if prop else None), chosen)
 
     def _go(self, action: str) -> None:
         if action in ("start", "restart"):

@@ -53,13 +53,21 @@ class FailureBanner(Static):
         text.append(str(failure.get("fix", "")))
         if fix:
             text.append("\n")
-            text.append("f: apply and restart  " if fix.get("applicable") else "no one-key fix  ",
-                        "bold reverse" if fix.get("applicable") else "bold")
-            text.append(" · ".join(fix.get("diff") or []))
-            if fix.get("applicable"):
-                verdict = (fix.get("verdict") or {}).get("text")
-                text.append(f"  ({verdict}; saved into {fix.get('target')})" if verdict else
-                            f"  (saved into {fix.get('target')})", "italic")
-            else:
-                text.append(f"  {fix.get('blocked')}", "italic")
+            text.append_text(fix_text(fix, "f: apply and restart"))
         self.update(text)
+
+
+def fix_text(fix: dict[str, Any], key: str) -> Text:
+    """A one-key fix (backend.fixes.Proposal.to_dict()): its key, the settings diff, the ledger's verdict
+    and the file it is saved into; or why the key does not apply it. The banner's and the preflight's."""
+    text = Text()
+    text.append(f"{key}  " if fix.get("applicable") else "no one-key fix  ",
+                "bold reverse" if fix.get("applicable") else "bold")
+    text.append(" · ".join(fix.get("diff") or []))
+    if fix.get("applicable"):
+        verdict = (fix.get("verdict") or {}).get("text")
+        text.append(f"  ({verdict}; saved into {fix.get('target')})" if verdict else
+                    f"  (saved into {fix.get('target')})", "italic")
+    else:
+        text.append(f"  {fix.get('blocked')}", "italic")
+    return text

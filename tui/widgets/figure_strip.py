@@ -10,8 +10,10 @@ from textual.widgets import Static
 
 
 def workers_text(workers: Any) -> str:
-    """The server's workers by rank: "TP0 7449 · TP1 7450" (pid; "TP?" until vLLM names the rank)."""
-    return " · ".join(f"TP{'?' if w.get('rank') is None else w['rank']} {w.get('pid')}" for w in workers or [])
+    """The server's workers by rank: "TP0 7449 · TP1 7450" (pid); "worker 7624" where vLLM's title names no
+    rank (at TP=1 it never does; at TP=2 not in the first moments)."""
+    return " · ".join(f"{'worker' if w.get('rank') is None else 'TP%s' % w['rank']} {w.get('pid')}"
+                      for w in workers or [])
 
 
 def strip_text(state: str, parsed: dict[str, Any], gpu: tuple[float, float] | None, workers: Any = None) -> str:
