@@ -351,7 +351,7 @@ def propose_for_plan(plan: Mapping[str, Any] | None, settings: Settings,
         try:
             if kind == "kv_cache_too_small":
                 fits = int((plan or {}).get("max_model_len_that_fits") or 0)
-                built = ([Change("server", "max_model_len", fits, _server(settings, "max_model_len"))],
+                built = ([Change("server", "max_model_len", fits, settings.server_cfg.max_model_len)],
                          f"the ledger's KV cache holds one request of {fits:,} tokens") if fits > 0 else None
             else:
                 built = _no_cache({"kind": kind, "message": ""}, settings, facts)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
         def action_settings(self) -> None: ...
         def compute_plan(self) -> Worker[None]: ...
+        def apply_worker(self, prop: Any) -> Worker[None]: ...
 else:
     MainScreenParts = object  # at run time the mixins are plain classes, MainScreen the Screen
 
@@ -140,7 +141,7 @@ class ServerActions(MainScreenParts):
         self._go(action)
 
     @work(group="preflight", exclusive=True, exit_on_error=False)
-    async def preflight_worker(self, action: str, problems: list[dict]) -> None:
+    async def preflight_worker(self, action: str, problems: list[dict[str, Any]]) -> None:
         from backend import fixes  # start-up: loaded on first use, not before the console's first frame
         from tui.screens.preflight import PreflightScreen
 
