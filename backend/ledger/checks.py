@@ -146,8 +146,11 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
         if c.memory_free_bytes is not None and not ctx.params.kv_cache_memory_bytes:
             if c.memory_free_bytes < requested:
                 u = math.floor(c.memory_free_bytes / usable * 100 - 1) / 100
+                # only V1 >= 0.9.2 refuses at start (versions.py startup_check); older ones start and may
+                # run out of memory when the KV cache is allocated
+                strict = cpu or ctx.beh.range.startup_check
                 led.problems.append(Problem(
-                    "free-memory-too-low", "error",
+                    "free-memory-too-low", "error" if strict else "warning",
                     f"Free memory on {c.name} ({_g(c.memory_free_bytes)}) is less than "
                     f"{led.gpu_memory_utilization:.2f} x {_g(usable)} = {_g(requested)} that vLLM asks for"
                     + (" (other processes hold memory)" if not cpu else ""),

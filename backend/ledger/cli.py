@@ -116,6 +116,10 @@ def format_table(led: Ledger) -> str:
             f"  on {card_line}; {led.vllm}",
             f"  max_model_len {_n(led.max_model_len)}, max_num_seqs {led.max_num_seqs}, "
             f"block {led.block_size}, {'eager' if led.enforce_eager else 'CUDA graphs'}"]
+    if led.vllm_range and led.device != "cpu":
+        r = led.vllm_range
+        head.append(f"  vLLM accounting: {r['label']} ({r['id']}, version {r['version']} {r['version_from']}): "
+                    f"KV = utilization x CUDA total - {r['terms']['non_kv']}")
     if led.basis:
         head.append(f"  basis: {led.basis.get('family')}, expected within ±{led.basis.get('expected_error_pct'):g} % "
                     f"({led.basis.get('source')})")
@@ -145,7 +149,10 @@ def run_plan(settings: Settings, as_json: bool, out: TextIO = sys.stdout,
     try:
         if gpus is None and settings.planner_cfg.device != "cpu":
             gpus = probe_gpus()
-        ledger = plan_from_settings(settings, gpus=gpus, vllm_version=detect_vllm_version(settings))
+        version = detect_vllm_version(settings)
+        ledger = plan_from_settings(settings, gpus=gpus, vllm_version=version)
+        if version and ledger.vllm_range:
+            ledger.vllm_range["version_from"] = "installed"  # the server interpreter's vLLM package
     except LedgerInputError as e:
         if as_json:
             out.write(json.dumps({"error": str(e)}) + "\n")

@@ -108,7 +108,7 @@ def device_model(beh: overheads.Behaviour, cpu: bool, tp: int, pp: int, env: dic
             "split": "every rank asks for the full fraction of its node; the engine keeps the smallest "
                      "rank's blocks"}
     rng = ("V1 >= 0.20 (measured family)" if beh.measured_v1 else
-           f"{beh.engine.upper()} {'.'.join(map(str, beh.version))}")
+           f"{beh.engine.upper()} {'.'.join(map(str, beh.version))}") + f"; {beh.range.label} ({beh.range_id})"
     return {
         "name": "vllm-gpu-worker", "source": ("vllm/v1/worker/gpu_worker.py" if beh.engine == "v1"
                                               else "vllm/worker/worker.py"),
@@ -117,6 +117,20 @@ def device_model(beh: overheads.Behaviour, cpu: bool, tp: int, pp: int, env: dic
         + (" - CUDA graphs" if beh.cudagraphs_subtracted else ""),
         "ranks": tp * pp, "split": f"weights and KV heads / TP {tp}, layers / PP {pp}; the engine keeps the "
                                    "smallest rank's blocks"}
+
+
+def vllm_range(beh: overheads.Behaviour, cpu: bool, given: str | None) -> dict[str, Any]:
+    """The version range of vLLM's KV accounting this plan used (versions.RANGES), and where the version came
+    from ("given": the caller's, e.g. the installed vLLM or a log's; else the newest read, assumed)."""
+    out = beh.range.to_dict()
+    out["version"] = ".".join(map(str, beh.version))
+    out["version_from"] = "given" if given and not beh.assumed else f"assumed (newest read, {out['version']})"
+    out["cuda_graphs_subtracted"] = beh.cudagraphs_subtracted
+    out["figures"] = ("measured on vLLM 0.20.2 (H200 calibration)" if beh.measured_v1 and not cpu
+                      else "modelled from the source (no calibration run of this range)")
+    if cpu:
+        out["note"] = "the CPU build follows vllm/v1/worker/cpu_worker.py (device_model), not this range"
+    return out
 
 
 def version_rules(beh: overheads.Behaviour) -> list[str]:
@@ -129,8 +143,8 @@ def version_rules(beh: overheads.Behaviour) -> list[str]:
         f"default utilization {beh.default_utilization:g} (0.92 from 0.20)",
         f"concurrency {'by blocks' if beh.concurrency_by_blocks else 'by tokens'} (by blocks from V1 0.9)",
         f"KV tokens {'from the concurrency' if beh.tokens_from_concurrency else 'as blocks x block size'} "
-        "(from the concurrency from 0.28)",
-        f"large-card defaults {on[beh.large_gpu_defaults]}applied (V1 >= 0.10)",
+        "(from the concurrency from 0.20)",
+        f"large-card defaults {on[beh.large_gpu_defaults]}applied (V1 >= 0.8.5; A100s left out from 0.9)",
         "auto-fit max_model_len " + ("holds back the null block (>= 0.32)" if beh.version >= (0, 32, 0) else
                                      "uses every block (0.20-0.31)" if beh.version >= (0, 20, 0) else
                                      "not available (< 0.20)"),
@@ -221,6 +235,13 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         baseline = int(overheads.CPU_BASELINE_GIB * GiB)
     else:
         non_torch, context = overheads.non_torch_bytes(beh, world)
+        if beh.range.other_processes_counted and smallest.memory_free_bytes is not None:
+            # total - free after profiling holds what other processes use (versions.py: this range)
+            others = max(0, usable - int(smallest.memory_free_bytes))
+            if others:
+                non_torch += others
+                notes.append(f"{beh.range.label} counts what other processes hold on the GPU as its own "
+                             f"non-torch memory: {others / GiB:.2f} GiB in use now")
         graphs, n_graphs = overheads.cuda_graph_bytes(beh, layers_stage, seqs, batched, eager)
         graphs_sub = beh.cudagraphs_subtracted and n_graphs > 0
         baseline = 0
@@ -291,6 +312,7 @@ def plan(shape: ModelShape, params: PlanParams, cards: list[Card]) -> Ledger:
         learned_correction_bytes=corr, max_model_len_auto=bool(p.auto_max_model_len))
     ledger.basis = _basis(beh, cpu, world, used)
     ledger.device_model = device_model(beh, cpu, tp, pp, p.env, bool(explicit_kv))
+    ledger.vllm_range = vllm_range(beh, cpu, p.vllm_version)
     if bandwidth is None and not cpu:
         notes.append(f"no memory bandwidth known for {name0!r}: no decode ceiling")
     if p.auto_max_model_len and not blocks:

@@ -71,21 +71,22 @@ Activation peak: vLLM profiles one forward pass over max_num_batched_tokens toke
 max_num_batched_tokens default: V0 (< 0.8) without chunked prefill max(max_model_len, 2048), with
   chunked prefill (automatic above 32,768 tokens) 512 before 0.7, 2048 after; V1 (>= 0.8) API server
   2048, on >= 70 GiB non-A100 cards 8192 and >= 160 GiB 16384 (vllm/engine/arg_utils.py's usage-context
-  defaults; the ledger
-  applies the large-card rule from 0.10). max_num_seqs default 256 (1024 on those large cards).
+  defaults: the large-card rule from 0.8.5, A100s left out of it from 0.9.0; versions.py).
+  max_num_seqs default 256 (1024 on those large cards).
 
 Non-torch memory (cuBLAS/cuDNN workspaces, NCCL buffers): 0.15 GiB on one GPU ("non_torch_memory
   takes 0.16GiB", vLLM PR #12126, H100, TP 1) plus 0.25 GiB when tensor/pipeline parallel (NCCL
   communicators of torch.distributed and vLLM's PyNccl, custom all-reduce buffers: estimate).
   The CUDA context (0.30 GiB) is counted only by versions that measured total - free memory: V0
-  before 0.6.6 and V1 before 0.9.2 (the 3090 fixture's "non_torch_memory=0.35GiB" = context + 0.05
-  GiB of workspaces). Later versions take their baseline after the context exists.
+  0.6.4-0.6.5 and V1 before 0.9.2 (the 3090 fixture's "non_torch_memory=0.35GiB" = context + 0.05
+  GiB of workspaces). V0 before 0.6.4 and later versions take their baseline after the context
+  exists (versions.py, range by range, with the vLLM file of each).
 
-CUDA graphs: captured after the KV cache is allocated. Up to 0.20 vLLM does not count them in the
+CUDA graphs: captured after the KV cache is allocated. Before 0.20 vLLM does not count them in the
   budget (they come on top of the utilization fraction; the ledger warns when that overflows the
-  card). From 0.21 vLLM estimates them first and subtracts the estimate ("CUDA graph memory
-  profiling is enabled (default since v0.21.0)", club-3090 logs; VLLM_MEMORY_PROFILER_ESTIMATE_
-  CUDAGRAPHS=1/0 in [server.env] forces it on/off from 0.18). Model: graphs x layers x 0.36 MiB,
+  card). From 0.20 vLLM estimates them first and subtracts the estimate (envs.py@v0.20.2 default 1,
+  @v0.19.1 default 0; its log says "default since v0.21.0"); VLLM_MEMORY_PROFILER_ESTIMATE_
+  CUDAGRAPHS=1/0 in [server.env] forces it on/off from 0.18. Model: graphs x layers x 0.36 MiB,
   fitted on "Estimated CUDA graph memory" lines: 0.17 GiB for 7 graphs and 0.13 GiB for 5 graphs
   of a 64-layer model on RTX 3090s (club-3090 issues #127, #104), 1.62 GiB for 86 graphs
   (v0.19dev-qwen3.5-gguf-tp1-kv-cudagraph-estimate.log). Graph counts: V1 >= 0.11 captures PIECEWISE
@@ -96,8 +97,8 @@ CUDA graphs: captured after the KV cache is allocated. Up to 0.20 vLLM does not 
 Blocks, tokens, concurrency (V0 get_cache_block_size, V1 AttentionSpec.page_size_bytes and
   get_max_concurrency_for_kv_cache_config): blocks = floor(kv / (block_size x KV bytes per
   token per GPU)), tokens = blocks x block_size. Concurrency: V0 and V1 before 0.9 tokens /
-  max_model_len; V1 0.9+ blocks / ceil(max_model_len / block_size); from 0.28 vLLM prints
-  tokens = int(concurrency x max_model_len).
+  max_model_len; V1 0.9+ blocks / ceil(max_model_len / block_size); from 0.20 vLLM prints
+  tokens = int(concurrency x max_model_len) (kv_cache_utils.py@v0.20.2; blocks x block_size in 0.19.1).
 
 CPU backend (planner.device = "cpu", vLLM's CPU build): vLLM 0.32's CPU worker sets
   KV = ceil(utilization x node memory) - the worker's resident memory after warm-up, where node
@@ -120,6 +121,8 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Mapping
+
+from backend.ledger import versions
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -163,6 +166,11 @@ class Behaviour:
     large_gpu_defaults: bool
     full_cudagraphs: bool
     measured_v1: bool = False  # the family benchmarks/gpu_calibrate.py measured (V1 >= 0.20)
+    range_id: str = ""  # versions.RANGES: how this version accounts the KV budget
+
+    @property
+    def range(self) -> versions.Range:
+        return next(r for r in versions.RANGES if r.id == self.range_id)
 
     @property
     def label(self) -> str:
@@ -171,35 +179,29 @@ class Behaviour:
 
 
 def behaviour(version: str | None, env: Mapping[str, str] | None = None) -> Behaviour:
+    """vLLM's accounting for this version: the switches come from its range (backend/ledger/versions.py)."""
     env = env or {}
     parsed = parse_version(version)
     v = parsed or LATEST
-    v3 = tuple(list(v) + [0] * (3 - len(v)))[:3]
-    engine = "v1" if v3 >= (0, 8, 0) else "v0"
+    v3 = versions.v3(v)
+    engine = "v1" if v3 >= versions.V1_DEFAULT_FROM else "v0"
     use_v1 = env.get("VLLM_USE_V1")
-    if use_v1 == "0" and v3 < (0, 11, 0):
+    if use_v1 == "0" and v3 < versions.V0_GONE_FROM:
         engine = "v0"
     elif use_v1 == "1" and v3 >= (0, 6, 4):
         engine = "v1"
-    if engine == "v0":
-        context = v3 < (0, 6, 6)
-    else:
-        context = v3 < (0, 9, 2)
-    # vLLM says "CUDA graph memory profiling is enabled (default since v0.21.0)", but 0.20.2 already
-    # prints "Estimated CUDA graph memory" and subtracts it (tests/fixtures/gpu/calibration/*.log)
-    graphs = engine == "v1" and v3 >= (0, 20, 0)
-    flag = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-    if flag is not None and engine == "v1" and v3 >= (0, 18, 0):
-        graphs = str(flag).strip() not in ("0", "", "false", "False")
+    rng = versions.find(v3, engine)
+    # the env switch VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS exists from 0.18 (versions.GRAPH_FLAG_FROM)
+    graphs = versions.graphs_subtracted(rng, env if v3 >= versions.GRAPH_FLAG_FROM else None)
     return Behaviour(
         version=v3, assumed=parsed is None, engine=engine,
-        default_utilization=0.92 if v3 >= (0, 20, 0) else 0.90,
-        context_counted=context, cudagraphs_subtracted=graphs,
-        concurrency_by_blocks=engine == "v1" and v3 >= (0, 9, 0),
-        tokens_from_concurrency=engine == "v1" and v3 >= (0, 28, 0),
-        large_gpu_defaults=engine == "v1" and v3 >= (0, 10, 0),
-        full_cudagraphs=engine == "v1" and v3 >= (0, 11, 0),
-        measured_v1=engine == "v1" and v3 >= (0, 20, 0))
+        default_utilization=0.92 if v3 >= versions.DEFAULT_UTILIZATION_092_FROM else 0.90,
+        context_counted=rng.context_counted, cudagraphs_subtracted=graphs,
+        concurrency_by_blocks=engine == "v1" and v3 >= versions.CONCURRENCY_BY_BLOCKS_FROM,
+        tokens_from_concurrency=rng.tokens.startswith("int("),
+        large_gpu_defaults=engine == "v1" and v3 >= versions.LARGE_CARD_DEFAULTS_FROM,
+        full_cudagraphs=engine == "v1" and v3 >= versions.FULL_CUDAGRAPHS_FROM,
+        measured_v1=engine == "v1" and v3 >= versions.MEASURED[0], range_id=rng.id)
 
 
 def usable_memory(board_bytes: int, reserved_bytes: int | None = None) -> int:
@@ -214,9 +216,9 @@ def cold_compile_bytes(embed_shard_bytes: int, forward_bytes: int) -> int:
     return int(embed_shard_bytes + V1_COLD_FORWARD_SHARE * forward_bytes)
 
 
-def _large_card(card_gib: float, card_name: str) -> int:
-    """0, or the size class (70 / 160 GiB) of vLLM's large-card defaults (non-A100)."""
-    if "a100" in card_name.lower():
+def _large_card(card_gib: float, card_name: str, version: tuple[int, ...] = LATEST) -> int:
+    """0, or the size class (70 / 160 GiB) of vLLM's large-card defaults (A100s left out from 0.9.0)."""
+    if "a100" in card_name.lower() and version >= versions.LARGE_CARD_A100_EXCLUDED_FROM:
         return 0
     if card_gib >= 160:
         return 160
@@ -230,7 +232,7 @@ def default_max_num_batched_tokens(beh: Behaviour, max_model_len: int, card_gib:
             return 512 if beh.version < (0, 7, 0) else 2048
         return max(max_model_len, 2048)
     if device == "cuda" and beh.large_gpu_defaults:
-        size = _large_card(card_gib, card_name)
+        size = _large_card(card_gib, card_name, beh.version)
         if size == 160 and beh.version >= (0, 20, 0):
             return 16384
         if size:
@@ -239,7 +241,7 @@ def default_max_num_batched_tokens(beh: Behaviour, max_model_len: int, card_gib:
 
 
 def default_max_num_seqs(beh: Behaviour, card_gib: float, card_name: str, device: str) -> int:
-    if device == "cuda" and beh.large_gpu_defaults and _large_card(card_gib, card_name):
+    if device == "cuda" and beh.large_gpu_defaults and _large_card(card_gib, card_name, beh.version):
         return 1024
     return 256
 

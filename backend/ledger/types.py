@@ -120,6 +120,7 @@ class Ledger:
     device_model: dict[str, Any] = field(default_factory=dict)  # which of vLLM's accountings was used
     learned_correction_bytes: int = 0  # of the overheads: what a measured launch on this box added
     max_model_len_auto: bool = False  # max_model_len is what vLLM's auto-fit will pick
+    vllm_range: dict[str, Any] = field(default_factory=dict)  # versions.RANGES: the accounting this plan followed
 
     @property
     def fits(self) -> bool:
@@ -179,6 +180,7 @@ class Ledger:
             "basis": dict(self.basis),
             "ranks": [dict(r) for r in self.ranks],
             "device_model": dict(self.device_model),
+            "vllm_range": dict(self.vllm_range),
         }
 
 
