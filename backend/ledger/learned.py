@@ -127,6 +127,7 @@ def measure_log(path: Path) -> dict[str, Any] | None:
     return {"log": path.name, "at": float(at), "vllm_version": rep.get("vllm_version"), "device": device,
             "settings": {k: _norm(k, raw.get(k)) for k in _SAME + _NEAR},
             "kv_cache_tokens": tokens, "kv_cache_gib": gib, "breakdown": br,
+            "backsolved": rep.get("backsolved") or {},
             "compile_cache": rep.get("compile_cache"), "compile_cache_key": p.figures.get("compile_cache_key"),
             "compile_cache_dir": p.figures.get("compile_cache_dir"), "ready": bool(p.was_ready)}
 
@@ -297,8 +298,12 @@ def measured_terms(record: dict[str, Any]) -> list[str]:
     for t in br.values():
         terms.update(names[k] for k in t if k in names)
     terms.add("KV cache")
-    if not br:  # no breakdown line (INFO logs of 0.1x-0.2x, older vLLM): what the KV cache leaves
+    if not br:  # no breakdown line (INFO logs of 0.1x-0.2x, older vLLM): what its other lines imply
         terms.add("non-KV memory (back-solved: the budget less vLLM's KV cache)")
+        back = {"weights_gib": "weights", "activation_peak_gib": "activation peak", "non_torch_gib": "non-torch memory",
+                "activation_and_non_torch_gib": "activation peak + non-torch", "cuda_graph_estimate_gib": "CUDA graphs"}
+        for t in (record.get("backsolved") or {}).values():
+            terms.update(f"{back[k]} (back-solved from the log's lines)" for k in t if k in back)
     return sorted(terms)
 
 

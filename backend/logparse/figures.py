@@ -102,6 +102,12 @@ def _memprof64(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> N
         p.record_figure("total_gpu_gib", float(m.group(1)), None, ev)
         if m.group(3):
             _info(p, "gpu_memory_utilization", m.group(3))
+            p.set_rank_figure("requested_gib", round(float(m.group(1)) * float(m.group(3)), 2), rank, ev)
+        t2 = patterns.MEMPROF64_TERMS.search(msg)
+        if t2:
+            p.set_rank_figure("initial_usage_gib", float(t2.group(1)), rank, ev)
+            p.set_rank_figure("peak_torch_gib", float(t2.group(2)), rank, ev)
+            p.set_rank_figure("non_torch_gib", float(t2.group(3)), rank, ev)
         p.set_rank_figure("kv_cache_gib", float(m.group(2)), rank, ev)
         p.set_engine("v0", "strong", ev)
         p.to_phase("kv_cache", t, ev)
@@ -112,6 +118,8 @@ def _memprof_total(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) 
     if m:
         p.record_figure("total_gpu_gib", float(m.group(1)), None, ev)
         _info(p, "gpu_memory_utilization", m.group(2))
+        if m.group(3):
+            p.set_rank_figure("requested_gib", float(m.group(3)), rank, ev)
 
 
 def _memprof_kv(p: ParseState, msg: str, rank: Any, t: Any, ev: list[Event]) -> None:

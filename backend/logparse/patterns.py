@@ -81,7 +81,13 @@ MEMPROF64 = re.compile(
     r"Memory profiling results: total_gpu_memory=([\d.]+)GiB.*?kv_cache_size=(-?[\d.]+)GiB"
     r"(?: gpu_memory_utilization=([\d.]+))?"
 )
-MEMPROF_TOTAL = re.compile(r"total_gpu_memory \(([\d.]+)GiB\) x gpu_memory_utilization \(([\d.]+)\)")
+# the same 0.6.4 line's other terms (vllm/worker/worker.py@v0.6.4.post1): usage at start (context, other processes),
+# torch's allocated peak (weights + activation) and non-torch memory (total - free - torch allocated)
+MEMPROF64_TERMS = re.compile(
+    r"initial_memory_usage=(-?[\d.]+)GiB peak_torch_memory=(-?[\d.]+)GiB.*?non_torch_memory=(-?[\d.]+)GiB")
+# V0 0.6.6-0.10 (worker.py): "total_gpu_memory (23.58GiB) x gpu_memory_utilization (0.90) = 21.22GiB"
+MEMPROF_TOTAL = re.compile(r"total_gpu_memory \(([\d.]+) ?GiB\) x gpu_memory_utilization \(([\d.]+)\)"
+                           r"(?: = ([\d.]+) ?GiB)?")
 MEMPROF_KV = re.compile(
     r"model weights take ([\d.]+) ?GiB(?:; non_torch_memory takes (-?[\d.]+) ?GiB)?"
     r"(?:; PyTorch activation peak memory takes (-?[\d.]+) ?GiB)?.*?reserved for KV Cache is (-?[\d.]+) ?GiB"

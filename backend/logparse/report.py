@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.logparse.backsolve import backsolve
 from backend.logparse.handler import ParseState
 
 # Figures beyond the snapshot's, by the name the summary and the JSON use.
@@ -58,6 +59,8 @@ def report(p: ParseState) -> dict[str, Any]:
     lines = p.kv_token_lines
     out["kv_cache_tokens_per_worker"] = list(lines) if len(lines) > 1 else None
     out["breakdown"] = breakdown(p)
+    # the terms the lines imply where vLLM printed no breakdown (older vLLM, INFO logs): backsolve.py
+    out["backsolved"] = backsolve(p.rank_figures, p.figures, p.info, version=out.get("vllm_version"))
     out["per_rank"] = rank_table(p)
     launch = p.launch
     out["launched_at"] = launch.unix if launch is not None else None
