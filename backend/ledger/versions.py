@@ -63,6 +63,9 @@ class Range:
                 "cuda_graphs": graphs,
                 "startup_check": ("refuses when free memory at start < utilization x total" if self.startup_check
                                   else "none"),
+                "torch_compile": ("none (V0 captures CUDA graphs only)" if self.engine == "v0" else
+                                  "the first start compiles inside the profile run, so its memory is in the peak; "
+                                  "the cold-start extra is measured on 0.20.2 and modelled from 0.20 only"),
                 "blocks": "floor(KV memory / (block_size x KV bytes per token on the GPU))",
                 "tokens": self.tokens}
 
