@@ -138,7 +138,7 @@ def version_rules(beh: overheads.Behaviour) -> list[str]:
     on = {True: "", False: "not "}
     return [
         f"engine {beh.engine.upper()} (V1 from 0.8; VLLM_USE_V1 before 0.11)",
-        f"CUDA context {on[beh.context_counted]}counted in non-torch memory (V0 < 0.6.6, V1 < 0.9.2 count it)",
+        f"CUDA context {on[beh.context_counted]}counted in non-torch memory (V0 0.6.4, V1 < 0.9.2 count it)",
         f"CUDA graphs {on[beh.cudagraphs_subtracted]}estimated and subtracted before the KV cache (V1 >= 0.20)",
         f"default utilization {beh.default_utilization:g} (0.92 from 0.20)",
         f"concurrency {'by blocks' if beh.concurrency_by_blocks else 'by tokens'} (by blocks from V1 0.9)",

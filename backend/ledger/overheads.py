@@ -78,7 +78,7 @@ Non-torch memory (cuBLAS/cuDNN workspaces, NCCL buffers): 0.15 GiB on one GPU ("
   takes 0.16GiB", vLLM PR #12126, H100, TP 1) plus 0.25 GiB when tensor/pipeline parallel (NCCL
   communicators of torch.distributed and vLLM's PyNccl, custom all-reduce buffers: estimate).
   The CUDA context (0.30 GiB) is counted only by versions that measured total - free memory: V0
-  0.6.4-0.6.5 and V1 before 0.9.2 (the 3090 fixture's "non_torch_memory=0.35GiB" = context + 0.05
+  0.6.4 and V1 before 0.9.2 (the 3090 fixture's "non_torch_memory=0.35GiB" = context + 0.05
   GiB of workspaces). V0 before 0.6.4 and later versions take their baseline after the context
   exists (versions.py, range by range, with the vLLM file of each).
 

@@ -3,13 +3,13 @@
 Read from vLLM's released wheels (a wheel `vllm==X` is tag vX), the function that turns the profile run
 into a KV budget: `Worker.determine_num_available_blocks` (V0, vllm/worker/worker.py) and
 `Worker.determine_available_memory` (V1, vllm/v1/worker/gpu_worker.py), with the profiler they call
-(`memory_profiling`/`MemorySnapshot`: vllm/utils.py to 0.6.6, vllm/utils/__init__.py to 0.11,
+(`memory_profiling`/`MemorySnapshot`: vllm/utils.py to 0.6.6.post1, vllm/utils/__init__.py to 0.11,
 vllm/utils/mem_utils.py from 0.12), the block count and printed tokens (vllm/v1/core/kv_cache_utils.py
 `get_num_blocks`, `_report_kv_cache_config`), the defaults (vllm/config/cache.py, vllm/engine/arg_utils.py)
 and the CUDA-graph switch (vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS). Versions read: 0.5.5,
-0.6.3.post1, 0.6.4.post1, 0.6.6.post1, 0.7.0, 0.7.3, 0.8.0, 0.8.5.post1, 0.9.0, 0.9.2, 0.10.1.1, 0.10.2,
+0.6.3.post1, 0.6.4.post1, 0.6.5, 0.6.6.post1, 0.7.0, 0.7.3, 0.8.0, 0.8.5.post1, 0.9.0, 0.9.2, 0.10.1.1, 0.10.2,
 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.15.1, 0.16.0, 0.17.0, 0.18.0, 0.19.1, 0.20.2, 0.24.0, 0.28.0, 0.32.0, 0.33.0.
-A change between two read versions is put at the later one ("0.6.4-0.6.5": 0.6.5 was not read).
+A change between two read versions is put at the later one (e.g. the large-card defaults at 0.8.5).
 
 Every range budgets `gpu_memory_utilization x the CUDA total` (cudaMemGetInfo's total, not the free memory);
 what differs is what is taken off it before the KV cache (`non_kv`), whether the CUDA context and other
@@ -90,15 +90,16 @@ RANGES: tuple[Range, ...] = (
           ("vllm/worker/worker.py@v0.5.5 determine_num_available_blocks",
            "vllm/worker/worker.py@v0.6.3.post1 determine_num_available_blocks")),
     # worker.py@v0.6.4.post1: peak = allocated peak + (total - free - torch allocated) after empty_cache
-    Range("v0-total-minus-free", "v0", (0, 6, 4), (0, 6, 6),
+    Range("v0-total-minus-free", "v0", (0, 6, 4), (0, 6, 5),
           "torch allocated peak (weights + activation) + (CUDA total - free - torch allocated) after the "
           "profile run", True, True, _ALLOC_PEAK, "after", False, _BLOCKS_X,
           ("vllm/worker/worker.py@v0.6.4.post1 determine_num_available_blocks ('Memory profiling results')",)),
-    # worker.py@v0.6.6.post1 .. @v0.10.2: memory_profiling(baseline at init) -> weights + peak + non-torch increase
-    Range("v0-profiler", "v0", (0, 6, 6), (0, 11, 0),
+    # worker.py@v0.6.5 .. @v0.10.2: memory_profiling(baseline at init) -> weights + peak + non-torch increase
+    Range("v0-profiler", "v0", (0, 6, 5), (0, 11, 0),
           "weights + torch peak increase + non-torch increase since the worker's start snapshot", False, False,
           _ALLOC_PEAK, "after", False, _BLOCKS_X,
-          ("vllm/worker/worker.py@v0.6.6.post1 determine_num_available_blocks", "vllm/utils.py@v0.6.6.post1 "
+          ("vllm/worker/worker.py@v0.6.5 determine_num_available_blocks (memory_profiling first here)",
+           "vllm/worker/worker.py@v0.6.6.post1 determine_num_available_blocks", "vllm/utils.py@v0.6.6.post1 "
            "memory_profiling", "vllm/worker/worker.py@v0.10.2 (the last V0)")),
     # gpu_worker.py@v0.7.0 .. @v0.9.0: peak = allocated peak + (total - free - torch allocated) after empty_cache
     Range("v1-total-minus-free", "v1", (0, 6, 4), (0, 9, 2),

@@ -8,7 +8,7 @@ only some of the figures; the rest follow from how that version computes its KV 
          (+ the CUDA-graph estimate from 0.20)
 
 Lines read (their wording per version: ../shared/notes/vllm-log-formats.md):
-- V0 0.6.6-0.10 `total_gpu_memory (T GiB) x gpu_memory_utilization (U) = R GiB` + `model weights take W; non_torch_
+- V0 0.6.5-0.10 `total_gpu_memory (T GiB) x gpu_memory_utilization (U) = R GiB` + `model weights take W; non_torch_
   memory takes N; PyTorch activation peak memory takes A; the rest of the memory reserved for KV Cache is K`;
 - V0 0.6.4 `Memory profiling results: total_gpu_memory=T initial_memory_usage=I peak_torch_memory=P ... non_torch_
   memory=N kv_cache_size=K gpu_memory_utilization=U` (P is weights + activation);

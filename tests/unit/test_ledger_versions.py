@@ -47,7 +47,7 @@ def test_every_read_version_has_one_range(v: str) -> None:
 
 @pytest.mark.parametrize("before,after,counted_after", [
     ("0.6.3", "0.6.4", True),  # worker.py@v0.6.4.post1: total - free holds the context
-    ("0.6.5", "0.6.6", False),  # memory_profiling's baseline holds it again
+    ("0.6.4", "0.6.5", False),  # worker.py@v0.6.5: memory_profiling's baseline holds it again
     ("0.9.0", "0.9.2", False),  # V1: gpu_worker.py@v0.9.2 init_snapshot
 ])
 def test_cuda_context_counted_where_the_source_measures_total_minus_free(before: str, after: str,
