@@ -53,9 +53,12 @@ def breakdown_rows(predicted: dict[str, Any], breakdown: dict[str, dict[str, Any
         else:
             w = predicted.get("weights_gib_per_gpu")
             nt = over.get("non_torch")
+            consumed = terms.get("consumed_gib")
+            if consumed is None and terms.get("weights_gib") is not None and terms.get("non_torch_gib") is not None:
+                consumed = round(terms["weights_gib"] + terms["non_torch_gib"], 2)  # V0's profiling lines
             pairs = [("requested", predicted.get("budget_gib_per_gpu"), terms.get("requested_gib")),
                      ("weights + non-torch", None if w is None or nt is None else round(w + nt, 3),
-                      terms.get("consumed_gib")),
+                      consumed),
                      ("activation peak", over.get("activation_peak"), terms.get("activation_peak_gib")),
                      ("CUDA graphs", over.get("cuda_graphs") if over.get("cuda_graphs_subtracted") else 0.0,
                       terms.get("cuda_graph_memory_gib")),

@@ -81,3 +81,17 @@ def test_learned_record_names_back_solved_terms(tmp_path) -> None:  # type: igno
     assert rec is not None and rec["backsolved"]["0"]["weights_gib"] == 14.25
     terms = learned.measured_terms(rec)
     assert "weights (back-solved from the log's lines)" in terms
+
+
+def test_v0_profiling_terms_reach_the_plan_comparison() -> None:
+    from backend.ledger import compare, lookup, plan
+    from backend.ledger.types import Card, PlanParams
+
+    d = _json("v0.7.3-v0-memory-profiling.log")
+    led = plan(lookup("meta-llama/Llama-3.1-8B-Instruct"),
+               PlanParams(gpu_memory_utilization=0.9, max_model_len=16384, vllm_version="0.7.3"),
+               [Card("GPU", int(23.58 * (1 << 30)), memory_reserved_bytes=0)])
+    rows = {r["name"]: r for r in compare(led.to_dict(), d)}
+    assert rows["rank 0 requested GiB"]["actual"] == 21.22
+    assert rows["rank 0 weights + non-torch GiB"]["actual"] == pytest.approx(14.9888 + 0.12, abs=0.01)
+    assert rows["rank 0 activation peak GiB"]["actual"] == 1.25
