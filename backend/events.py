@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import paths
+from backend.timefmt import ago
 
 ROTATE_BYTES = 1 << 20
 FILE = "events.jsonl"
@@ -98,17 +99,6 @@ def read_events(n: int | None = None, state_dir: Path | None = None) -> list[dic
             if isinstance(item, dict):
                 out.append(item)
     return out[-n:] if n else out
-
-
-def ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s ago"
-    if s < 3600:
-        return f"{s // 60} min ago"
-    if s < 86400:
-        return f"{s // 3600} h ago"
-    return f"{s // 86400} d ago"
 
 
 def diff_text(diff: Any) -> str:

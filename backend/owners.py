@@ -23,6 +23,7 @@ import psutil
 
 from backend import procs, statefile
 from backend.ports import listening_pids, probe_bind
+from backend.timefmt import duration as ago  # the name its readers use: an uptime in words
 
 
 @dataclass(frozen=True)
@@ -136,20 +137,6 @@ def live_supervisors(exclude: Iterable[int] = ()) -> list[SupervisorInfo]:
 
 
 GIB = 2**30
-
-
-def ago(seconds: float | None) -> str:
-    """12 s, 5 min, 3 h 10 min, 2 d 4 h: how long something has been up, in words."""
-    if seconds is None:
-        return "?"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
 @dataclass(frozen=True)

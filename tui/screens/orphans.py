@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Label, Static
 
-from backend.owners import ago
+from backend.timefmt import duration as ago
 from tui.messages import OrphanKilled
 from tui.screens.dialog import Dialog
 
