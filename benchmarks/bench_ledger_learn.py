@@ -1,7 +1,7 @@
 """The ledger's learning loop (issue 27): after one launch, is every later plan within 1 % of vLLM's KV tokens?
 
     .venv/bin/python benchmarks/bench_ledger_learn.py            # the H200 record, replayed (no launches)
-    flock /work/vllm.lock .venv/bin/python benchmarks/bench_ledger_learn.py --demo   # real demo launches
+    flock /tmp/qwen-tui-vllm.lock .venv/bin/python benchmarks/bench_ledger_learn.py --demo   # real demo launches
     ... [--json]
 
 --h200 (default): tests/fixtures/gpu/ledger-matrix/ (eight vLLM 0.20.2 launches on one H200, in their order) is

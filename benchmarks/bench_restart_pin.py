@@ -1,6 +1,6 @@
 """Restart to READY with and without the KV cache pinned from the learned breakdown (issue 27), on the demo.
 
-    flock /work/vllm.lock .venv/bin/python benchmarks/bench_restart_pin.py [--json] [--rounds N]
+    flock /tmp/qwen-tui-vllm.lock .venv/bin/python benchmarks/bench_restart_pin.py [--json] [--rounds N]
 
 One learning launch (enforce_eager, so vLLM's CPU worker may skip its warm-up once the size is explicit:
 cpu_worker.py `_should_warm_up_model`), then N rounds of: a restart as configured, and a restart with

@@ -3,7 +3,7 @@ the API process and its restart, then `qwen-tui history` and the console's histo
 (the events on the time axis, the HTTP errors counted, the store bounded). The idle timer runs against the
 demo's real /metrics with the sleep call FAKED (vLLM's sleep needs a GPU; the CPU build refuses the flag).
 
-Run under `flock /work/vllm.lock` (and the vllm_lock fixture): one demo server on this machine at a time."""
+The vllm_lock fixture: one demo server on this machine at a time (by hand: `flock /tmp/qwen-tui-vllm.lock`)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 machine. The second's doctor WARNs about the first (never FAILs, never says kill); kill -9 of the
 first's supervisor: its status never says stopped while its server answers; `serve` adopts it;
 `stop` stops it; nothing is left. Both servers start once, with a small KV cache each (2 cores,
-24 GB shared): run under `flock /work/vllm.lock`."""
+24 GB shared): the vllm_lock fixture runs one real server at a time."""
 
 from __future__ import annotations
 
