@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.helpers.e2e import START_TIMEOUT, cli, qwen_home, wait_state
+from tests.helpers.e2e import START_TIMEOUT, cli, kill_left_vllm, qwen_home, wait_state
 
 pytestmark = pytest.mark.e2e
 
@@ -43,5 +43,4 @@ def test_fix_yes_turns_a_failing_config_into_a_ready_server(tmp_path, vllm_lock)
             assert f"gpu_memory_utilization = {new}  # far too little" in text and "# my settings" in text
         finally:
             cli("stop", timeout=120)
-            for p in procs.find_vllm_processes():
-                p.kill()
+            kill_left_vllm()

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from backend import history, idle_sleep, procs, recorder
-from tests.helpers.e2e import START_TIMEOUT, cli, qwen_home, wait_for, wait_state
+from tests.helpers.e2e import START_TIMEOUT, cli, kill_left_vllm, qwen_home, wait_for, wait_state
 
 pytestmark = pytest.mark.e2e
 SETS = ["--set", "console.history_interval_s=1", "--set", "console.history_keep_h=0.5"]
@@ -39,8 +39,7 @@ def server(tmp_path_factory, vllm_lock):
             yield dict(st, home=home)
         finally:
             cli("stop", timeout=120)
-            for p in procs.find_vllm_processes():
-                p.kill()
+            kill_left_vllm()
 
 
 def _history(*args: str) -> dict:

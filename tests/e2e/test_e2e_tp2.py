@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from tests.helpers.e2e import START_TIMEOUT, cli, pilot_waiter, qwen_home, status, wait_for, wait_state
+from tests.helpers.e2e import START_TIMEOUT, cli, kill_left_vllm, pilot_waiter, qwen_home, status, wait_for, wait_state
 
 pytestmark = pytest.mark.e2e
 TP2 = ("--demo", "--profile", "tp2")
@@ -41,8 +41,7 @@ def server(tmp_path_factory, vllm_lock):
             yield status()
         finally:
             cli("stop", timeout=120)
-            for p in procs.find_vllm_processes():
-                p.kill()
+            kill_left_vllm()
 
 
 def test_ready_with_two_workers_by_rank_and_both_ranks_figures(server):

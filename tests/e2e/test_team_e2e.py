@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from backend import procs
-from tests.helpers.e2e import START_TIMEOUT, cli, wait_for
+from tests.helpers.e2e import START_TIMEOUT, cli, kill_left_vllm, wait_for
 from tests.helpers.procs import alive
 
 pytestmark = pytest.mark.e2e
@@ -63,8 +63,7 @@ def two(tmp_path_factory, vllm_lock):
     finally:
         for s in (a, b):
             cli("stop", timeout=180, env=s["env"])
-        for p in procs.find_vllm_processes():
-            p.kill()
+        kill_left_vllm()
 
 
 def test_the_seconds_doctor_warns_about_the_first_and_never_says_kill(two):

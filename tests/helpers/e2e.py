@@ -73,6 +73,19 @@ def qwen_home(home: Path) -> Iterator[Path]:
             os.environ["QWEN_TUI_HOME"] = old
 
 
+def kill_left_vllm() -> None:
+    """SIGKILL every vLLM process still on this machine (a test's cleanup, whatever failed before it)."""
+    import signal
+
+    from backend import procs
+
+    for p in procs.find_vllm_processes():
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 @contextmanager
 def demo_server(home: Path, timeout: float = START_TIMEOUT) -> Iterator[dict]:
     """The real vLLM CPU demo server under `home` (`--demo serve --detach`), READY; yields its
@@ -90,5 +103,4 @@ def demo_server(home: Path, timeout: float = START_TIMEOUT) -> Iterator[dict]:
             yield st
         finally:
             cli("stop", timeout=120)
-            for p in procs.find_vllm_processes():
-                p.kill()
+            kill_left_vllm()
