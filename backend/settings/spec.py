@@ -3,7 +3,7 @@
 A `Key` says what the file may hold (type, default, choices, range, not empty), when a change applies
 (now, when the console starts, when the server restarts, or when the supervisor starts: also a
 restart), how `[server]` keys become `vllm serve` flags, and whether the value is secret. SCHEMA, the
-docs (tools/gen_settings_doc.py), the checks (backend/settings/check.py), the settings screen's rows,
+docs (docs/gen_settings_doc.py), the checks (backend/settings/check.py), the settings screen's rows,
 the launch argv and the chat's parameters all read it from here.
 
 The sections (`ServerSettings` ...) are frozen: built from the checked dicts by `from_values`, with

@@ -1,4 +1,4 @@
-"""tools/make_screenshot.py, which keeps the README's picture current, still makes one: the real
+"""docs/make_screenshot.py, which keeps the README's picture current, still makes one: the real
 console at 120×40 on the recorded demo feed, READY with its figures."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_the_screenshot_script_draws_the_ready_console(tmp_path, qhome):
-    spec = importlib.util.spec_from_file_location("make_screenshot", ROOT / "tools" / "make_screenshot.py")
+    spec = importlib.util.spec_from_file_location("make_screenshot", ROOT / "docs" / "make_screenshot.py")
     shot = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shot)
     out = tmp_path / "console.svg"

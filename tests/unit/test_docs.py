@@ -13,7 +13,7 @@ DOCS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "benchmarks" / "REA
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location("gen_settings_doc", ROOT / "tools" / "gen_settings_doc.py")
+    spec = importlib.util.spec_from_file_location("gen_settings_doc", ROOT / "docs" / "gen_settings_doc.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -22,7 +22,7 @@ def _gen():
 def test_the_settings_reference_is_what_the_schema_makes():
     gen = _gen()
     assert (ROOT / "docs" / "settings.md").read_text(encoding="utf-8") == gen.render(), (
-        "docs/settings.md is not current: run python tools/gen_settings_doc.py")
+        "docs/settings.md is not current: run python docs/gen_settings_doc.py")
 
 
 def test_every_setting_of_the_schema_is_in_the_reference():

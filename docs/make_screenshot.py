@@ -1,6 +1,6 @@
 """docs/console.svg: the real console at 120×40, as `qwen-tui --demo` shows a READY demo server.
 
-    PYTHONPATH=$PWD .venv/bin/python tools/make_screenshot.py [OUT.svg]
+    PYTHONPATH=$PWD .venv/bin/python docs/make_screenshot.py [OUT.svg]
 
 Nothing is started: the supervisor's side is a recorded feed. The log is the demo server's own start
 on vLLM's CPU build (tests/fixtures/vllm-logs/v0.32.0-cpu-tiny-qwen2-ready.log), parsed by the real

@@ -1,8 +1,8 @@
 """docs/settings.md from the spec of each key (backend/settings/spec.py: type, default, range, when it
 applies, how it becomes a vLLM flag, secret), in the words the settings screen uses (backend/setting_rows.py).
 
-    python tools/gen_settings_doc.py          # rewrite docs/settings.md
-    python tools/gen_settings_doc.py --check  # exit 1 if it is not current (tests/unit/test_docs.py)
+    python docs/gen_settings_doc.py          # rewrite docs/settings.md
+    python docs/gen_settings_doc.py --check  # exit 1 if it is not current (tests/unit/test_docs.py)
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _entry(section: str, key: str, spec: settings.Key) -> str:
 
 def render() -> str:
     out = ["# Settings reference", "",
-           "Generated from the spec of each key in `backend/settings/spec.py` by `python tools/gen_settings_doc.py`;",
+           "Generated from the spec of each key in `backend/settings/spec.py` by `python docs/gen_settings_doc.py`;",
            "`tests/unit/test_docs.py` fails when it is not current. How the file is found, checked and saved:",
            "[configuration.md](configuration.md).", "",
            "Each key is set in `config.toml` (`[section]`, then `key = value`), for one run with",
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
     text = render()
     if "--check" in argv:
         if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT.relative_to(ROOT)} is not current: run python tools/gen_settings_doc.py", file=sys.stderr)
+            print(f"{OUT.relative_to(ROOT)} is not current: run python docs/gen_settings_doc.py", file=sys.stderr)
             return 1
         return 0
     OUT.write_text(text, encoding="utf-8")
