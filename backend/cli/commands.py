@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend import statefile
+from backend.cli import arguments as argdefs
 from backend.cli.chat_cmd import chat_args, cmd_chat
 from backend.cli.fix_cmd import cmd_fix, fix_args, proposal_text, with_fix
-from backend.cli.options import load_settings, positive_int
+from backend.cli.options import load_settings
 from backend.cli.stacks_cmd import cmd_stacks, stacks_args
 from backend.cli.team import _adoption, _beside
 from backend.example_config import cmd_init_config, init_config_args
@@ -27,7 +28,6 @@ from backend.status import HEALTHY, IDLE, ServerState
 
 if TYPE_CHECKING:
     from backend.orphans import OrphanScan
-
 
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
@@ -548,143 +548,38 @@ def cmd_events(args: argparse.Namespace) -> int:
     return run_cli(args)
 
 
-def _events_args(p: argparse.ArgumentParser) -> None:
-    from backend.events import add_args  # start-up: a subcommand imports only what it runs
-
-    add_args(p)
-
-
-def _pull_args(p: argparse.ArgumentParser) -> None:
-    from backend.pull.cli import add_args  # start-up: a subcommand imports only what it runs
-
-    add_args(p)
-
-
-def _no_args(p: argparse.ArgumentParser) -> None:
-    pass
-
-
-def _print_command_args(p: argparse.ArgumentParser) -> None:
-    _json_arg(p)
-    p.add_argument("--show-secrets", action="store_true", help="show VLLM_API_KEY instead of <hidden>")
-
-
-def _gen_key_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--file", metavar="PATH", help="where to write it (default: the config dir's api_key)")
-    p.add_argument("--force", action="store_true", help="replace an existing key file")
-    p.add_argument("--show-secrets", action="store_true", help="also print the key")
-
-
-def _json_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _doctor_args(p: argparse.ArgumentParser) -> None:
-    _json_arg(p)
-    p.add_argument("--p2p", action="store_true", help="instead: all-reduce a known tensor between the GPUs (one "
-                   "process per rank) as configured, without P2P and with vLLM's custom all-reduce; gloo on the CPU")
-    p.add_argument("--timeout", type=float, metavar="S", help="with --p2p: seconds each mode may take (default 60)")
-
-
-def _serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--detach", action="store_true", help="run the supervisor in the background")
-    p.add_argument("--wait", type=float, metavar="S", default=0,
-                   help="with --detach: wait up to S seconds for READY")
-    p.add_argument("--quiet", action="store_true", help="do not print the server log")
-    p.add_argument("--restart", choices=("on-failure", "never"), help="override console.restart")
-    p.add_argument("--allow-orphans", action="store_true",
-                   help="start even when vLLM processes no console owns are running")
-    p.add_argument("--json", action="store_true",
-                   help="with --detach: print the server's status as one JSON object when done")
-
-
-def _stop_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--orphans", action="store_true",
-                   help="kill the vLLM/GPU processes that no console owns (the pids listed, nothing else)")
-    p.add_argument("--pid", type=positive_int, action="append", metavar="N",
-                   help="with --orphans: kill only this pid (repeatable); it must be one of those found")
-    p.add_argument("--list", action="store_true", help="list the orphans, kill nothing")
-    _json_arg(p)
-
-
-def _sleep_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--level", type=int, choices=(1, 2), default=1,
-                   help="1: weights to CPU RAM, KV cache dropped (default); 2: both dropped")
-    _json_arg(p)
-
-
-def _report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", metavar="FILE", help="write the report to FILE instead of printing it")
-    p.add_argument("--no-redact", action="store_true",
-                   help="keep home paths, user and host names, IP addresses, keys and tokens, the model path")
-    _json_arg(p)
-
-
-def _logs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    p.add_argument("-n", type=int, default=50, help="lines to print first (default 50)")
-    p.add_argument("--attempt", type=positive_int, metavar="N",
-                   help="the log of attempt N of the server (1 = first launch; see status --json attempts)")
-
-
-def _parse_log_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE|-", nargs="?", help="a vLLM log file, or - for standard input")
-    p.add_argument("--attempt", type=positive_int, metavar="N",
-                   help="instead of FILE: the server's log of attempt N (see status --json attempts)")
-    _json_arg(p)
-
-
-def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--requests", type=int, default=32, metavar="N", help="requests to send (default 32)")
-    p.add_argument("--concurrency", type=int, default=8, metavar="C", help="most in flight (default 8)")
-    p.add_argument("--max-tokens", type=int, default=128, metavar="K",
-                   help="output tokens per request, EOS ignored (default 128)")
-    p.add_argument("--prompt-tokens", type=int, default=128, metavar="P",
-                   help="about this many prompt tokens per request (default 128)")
-    p.add_argument("--url", metavar="URL", help="another server than the configured one, e.g. the cluster's "
-                   "router; with [cluster], each box's share of the requests")
-    p.add_argument("--sweep", metavar="C1,C2,...", help="a concurrency sweep: one load test per level, "
-                   "e.g. 1,4,8,16,32 (saved as JSON and CSV in the XDG data dir)")
-    p.add_argument("--input-tokens", type=int, metavar="N", help="with --sweep: prompt tokens (default 200)")
-    p.add_argument("--output-tokens", type=int, metavar="N", help="with --sweep: output tokens (default 500)")
-    p.add_argument("--requests-per-level", type=int, metavar="N",
-                   help="with --sweep: requests at each level (default max(4, 2 x the level))")
-    p.add_argument("--csv", metavar="FILE", help="with --sweep: also write the table as CSV to FILE")
-    _json_arg(p)
-
-
 COMMANDS = {
-    "serve": (cmd_serve, "start vLLM and supervise it (foreground unless --detach)", _serve_args),
-    "stop": (cmd_stop, "stop the supervised server and verify nothing is left", _stop_args),
-    "status": (cmd_status, "state of the supervised server", _json_arg),
-    "logs": (cmd_logs, "print the server log", _logs_args),
-    "print-command": (cmd_print_command, "print the environment and vllm serve line", _print_command_args),
-    "gen-key": (cmd_gen_key, "write a new random API key to a file (mode 0600)", _gen_key_args),
+    "serve": (cmd_serve, "start vLLM and supervise it (foreground unless --detach)", argdefs.serve_args),
+    "stop": (cmd_stop, "stop the supervised server and verify nothing is left", argdefs.stop_args),
+    "status": (cmd_status, "state of the supervised server", argdefs.json_arg),
+    "logs": (cmd_logs, "print the server log", argdefs.logs_args),
+    "print-command": (cmd_print_command, "print the environment and vllm serve line", argdefs.print_command_args),
+    "gen-key": (cmd_gen_key, "write a new random API key to a file (mode 0600)", argdefs.gen_key_args),
     "init-config": (cmd_init_config, "write the example config.toml to the config dir (never over a file)",
                     init_config_args),
-    "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", _json_arg),
+    "plan": (cmd_plan, "memory ledger: weights, KV cache, max concurrency before launch", argdefs.json_arg),
     "profiles": (cmd_profiles, "workload profiles ([profiles.NAME]) with the ledger's verdict for each",
-                 _json_arg),
-    "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", _doctor_args),
+                 argdefs.json_arg),
+    "doctor": (cmd_doctor, "pre-flight checks: what would make a launch fail, and the fix", argdefs.doctor_args),
     "fix": (partial(cmd_fix, wait_ready=_wait_ready),
             "the last failure's fix as a settings diff with the ledger's verdict; --yes saves it and restarts",
             fix_args),
     "stacks": (cmd_stacks, "dump the Python stacks of the server's processes (py-spy), for a start that hangs",
                stacks_args),
-    "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", _parse_log_args),
+    "parse-log": (cmd_parse_log, "figures and failure diagnosis from a vLLM log", argdefs.parse_log_args),
     "chat": (cmd_chat, "stream one reply; continue, list, export, rename or delete saved conversations",
              chat_args),
     "bench": (cmd_bench, "load test: N streaming requests, C in flight, beside the ledger's prediction",
-              _bench_args),
+              argdefs.bench_args),
     "sleep": (cmd_sleep, "free the GPUs without stopping: vLLM's sleep mode (server.enable_sleep_mode)",
-              _sleep_args),
-    "wake": (cmd_wake, "bring a sleeping server back to READY", _json_arg),
-    "report": (cmd_report, "a paste-ready triage report (Markdown), redacted", _report_args),
+              argdefs.sleep_args),
+    "wake": (cmd_wake, "bring a sleeping server back to READY", argdefs.json_arg),
+    "report": (cmd_report, "a paste-ready triage report (Markdown), redacted", argdefs.report_args),
     "pull": (cmd_pull, "download a model repo (Hugging Face, a mirror, ModelScope) with progress, resume and "
-             "verification", _pull_args),
+             "verification", argdefs.pull_args),
     "events": (cmd_events, "the journal: who started, stopped, restarted, changed what, and how it ended",
-               _events_args),
-    "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", _no_args),
+               argdefs.events_args),
+    "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", argdefs.no_args),
 }
 
 from backend.cluster.cli import COMMANDS as _CLUSTER_COMMANDS  # noqa: E402  (cluster, router)
