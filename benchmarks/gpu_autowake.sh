@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idle sleep and the automatic wake on the lent H200 (../shared/gpu: vLLM 0.20.2, the 14B shape, TP=1), headless:
 #   source /tmp/w/env.sh && bash benchmarks/gpu_autowake.sh          carry: [".gpu/bin"]      (about 3 minutes)
-# 1. serve with server.sleep_after_idle_s=15 (the launch adds --enable-server-load-tracking) and the recorder
+# 1. serve with server.enable_sleep_mode and sleep_after_idle_s=15 (the launch adds --enable-server-load-tracking) and the recorder
 #    sampling every second; 2. wait for `sleeping` (nvidia-smi then); 3. a chat sent to the sleeping server:
 #    the supervisor sees it in GET /load and wakes the engine; the reply's time is the wake plus the answer;
 #    4. status --json (awake, READY), history, stop. Everything in $OUT/gpu_autowake.tar.gz, steps in steps.tsv.
@@ -9,7 +9,8 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out} WAIT=${WAIT:-400}
 R=/tmp/res/gpu_autowake
 rm -rf "$R" && mkdir -p "$R" "$OUT"
-qt() { python3 -m tui.entry --set server.sleep_after_idle_s=15 --set console.history_interval_s=1 "$@"; }
+qt() { python3 -m tui.entry --set server.enable_sleep_mode=true --set server.sleep_after_idle_s=15 \
+  --set console.history_interval_s=1 "$@"; }
 state() { qt status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null; }
 
 step() {  # step NAME CMD...: stdout to $R/NAME.json (stderr to NAME.err), a line to steps.tsv
