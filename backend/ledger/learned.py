@@ -211,6 +211,8 @@ def nearest(records: list[dict[str, Any]], params: PlanParams) -> Match | None:
             continue
         if any(s.get(k) != want[k] for k in _SAME):
             continue
+        if not r.get("kv_cache_tokens") and not (r.get("kv_cache_gib") or 0) > 0:
+            continue  # a launch that failed before a KV cache (its compile cache still counts: compile_warm)
         d = sum(1 for k in _NEAR if s.get(k) != want[k])
         if best is None or (d, -(r.get("at") or 0)) < (best[0], -best[1]):
             best = (d, r.get("at") or 0, r)

@@ -172,3 +172,47 @@ def test_a_pinned_launch_teaches_nothing_to_an_unpinned_plan(records) -> None:
     base["settings"] = {**base["settings"], "kv_cache_memory_bytes": 104016271360}
     params, _ = settings_of("14b-u090")
     assert learned.nearest([base], params) is None
+
+
+LIVE = FIXTURES / "gpu" / "h200-learn-loop"  # benchmarks/gpu_ledger_learn.sh, live on the H200 (2026-12-02)
+FIX = FIXTURES / "gpu" / "h200-fix" / "logs"  # benchmarks/gpu_fix.sh right after it, on the same machine
+H200_NVML = 143_771 * 2**20  # nvidia-smi's memory.total there
+
+
+def _live_plan(records: list[dict], target: dict, tmp_path: Path):
+    cache = tmp_path / "cache"
+    for r in records:  # the compile caches those launches left
+        if r.get("compile_cache_dir"):
+            (cache / Path(r["compile_cache_dir"]).name).mkdir(parents=True, exist_ok=True)
+    like = PlanParams(model=target["settings"]["model"], vllm_version="0.20.2", device="cuda")
+    params = learned.params_of(target, like)
+    got = learned.plan_learned(Q14, params, [Card("NVIDIA H200", H200_NVML, source="nvml")], records,
+                               cache_root=cache)
+    shutil.rmtree(cache, ignore_errors=True)
+    return got
+
+
+def test_h200_live_loop_each_change_within_1_percent(tmp_path) -> None:
+    """plan -> launch -> change -> plan -> launch, five changes (utilization, max_model_len, max_num_seqs, KV
+    dtype, eager): each plan made from the launches before it is within 1 % of what vLLM then printed."""
+    logs = sorted(LIVE.glob("*.log"), key=lambda p: int(p.name.split("-")[0]))
+    recs = [learned.measure_log(p) for p in logs]
+    assert len(recs) == 6 and all(r and r["kv_cache_tokens"] for r in recs)
+    for k in range(1, len(recs)):
+        got = _live_plan(recs[:k], recs[k], tmp_path)
+        err = 100 * (got.kv_cache_tokens - recs[k]["kv_cache_tokens"]) / recs[k]["kv_cache_tokens"]
+        print(f"{logs[k].name:14} {err:+.2f} %  {got.basis['summary']}")
+        assert got.basis["kind"] == "measured" and abs(err) <= 1.0, (logs[k].name, err)
+
+
+def test_a_failed_launch_does_not_unlearn_the_box(tmp_path) -> None:
+    """The one-key fix on the H200: a start at 0.17 failed (no KV cache, the newest launch), the fix planned 0.25.
+    The failed launch is no anchor for the KV figure (it has none), but its compile cache makes 0.25 warm."""
+    recs = [learned.measure_log(p) for p in sorted(LIVE.glob("*.log"))]
+    failed = learned.measure_log(FIX / "vllm-20261202-101050-2724-0.log")
+    fixed = learned.measure_log(FIX / "vllm-20261202-101235-2994-0.log")
+    assert failed and failed["ready"] is False and failed["kv_cache_tokens"] is None
+    assert fixed and fixed["kv_cache_tokens"] == 33_584
+    got = _live_plan([*recs, failed], fixed, tmp_path)
+    assert got.basis["kind"] == "measured" and "warm" in got.basis["compile_cache"]
+    assert abs(got.kv_cache_tokens - 33_584) / 33_584 <= 0.01
