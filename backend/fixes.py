@@ -103,13 +103,23 @@ class Facts:
     bind: Callable[[str, int], OSError | None] = probe_bind
     ledger: Callable[[Settings], Any] | None = None  # settings -> backend.ledger Ledger (raises LedgerInputError)
 
+    # (NVML cards, vLLM version), read once per proposal
+    _box: tuple[list[dict[str, Any]] | None, str | None] | None = field(default=None, init=False, repr=False)
+
     def plan(self, settings: Settings) -> Any:
         if self.ledger is not None:
             return self.ledger(settings)
         # only for a verdict: the ledger reads the model's config (tens of ms)
         from backend.ledger import plan_from_settings
+        from backend.ledger.cli import detect_vllm_version, probe_gpus
 
-        return plan_from_settings(settings, check_free=False)
+        if self._box is None:
+            # the plan `qwen-tui plan` makes: this box's cards and vLLM version, so that its learned launches and
+            # warm compile cache count (without the version the H200's verdict was the cold model's, -9.4 %)
+            gpus = probe_gpus() if settings.planner_cfg.device != "cpu" else None
+            self._box = (gpus, detect_vllm_version(settings))
+        gpus, version = self._box
+        return plan_from_settings(settings, gpus=gpus, vllm_version=version, check_free=False)
 
 
 def _kv(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:

@@ -256,3 +256,34 @@ def test_a_plan_problem_no_setting_fixes_has_no_proposal(tmp_path):
     assert fixes.propose_for_plan({"problems": [{"kind": "weights-exceed-budget", "severity": "warning"}]},
                                   s) is None  # a warning does not block the launch
     assert fixes.propose_for_plan(None, s) is None
+
+
+def test_the_verdict_is_the_plan_of_this_box(tmp_path, monkeypatch) -> None:
+    """The fix's verdict plans as `qwen-tui plan` does: with the installed vLLM's version (so the launches this box
+    measured and the compile cache it left count) and the NVML cards, both read once per proposal."""
+    from backend import ledger
+    from backend.ledger import cli as ledger_cli
+
+    seen: list[tuple] = []
+    reads = {"gpus": 0, "version": 0}
+
+    def probe():
+        reads["gpus"] += 1
+        return [{"name": "NVIDIA H200", "memory_total_bytes": 150_754_820_096, "cc": (9, 0)}]
+
+    def version(settings):
+        reads["version"] += 1
+        return "0.20.2"
+
+    monkeypatch.setattr(ledger_cli, "probe_gpus", probe)
+    monkeypatch.setattr(ledger_cli, "detect_vllm_version", version)
+    monkeypatch.setattr(ledger, "plan_from_settings",
+                        lambda s, gpus=None, vllm_version=None, check_free=True:
+                        seen.append((gpus, vllm_version, check_free)) or SimpleNamespace(fits=True))
+    s = settings_of(tmp_path, '[server]\nmodel = "Qwen/Qwen2.5-14B-Instruct"\n')
+    facts = Facts()
+    facts.plan(s)
+    facts.plan(s)
+    assert [v for _, v, _ in seen] == ["0.20.2", "0.20.2"]
+    assert seen[0][0][0]["name"] == "NVIDIA H200" and seen[0][2] is False
+    assert reads == {"gpus": 1, "version": 1}
