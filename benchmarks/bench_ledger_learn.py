@@ -8,6 +8,8 @@
 replayed as the console lives it: before launch k the measurement store holds launches 1..k-1 (their compile
 caches on disk), the plan is made from launch k's settings and compared with what vLLM printed; beside it the
 plan of the model alone.
+Then the live loop (tests/fixtures/gpu/h200-learn-loop/, benchmarks/gpu_ledger_learn.sh: six launches, five changes)
+replayed the same way, and the fix's start after a failed one (tests/fixtures/gpu/h200-fix/).
 --demo: on vLLM's CPU build here: plan, launch the demo, change three settings (utilization 0.2 -> 0.15,
 max_model_len 2048 -> 1024, max_num_seqs 8 -> 4), plan, launch, compare. Two launches (~2-5 minutes); a scratch
 QWEN_TUI_HOME, so nothing of the user's is touched.
@@ -69,6 +71,42 @@ def h200() -> list[dict[str, Any]]:
     return rows
 
 
+def h200_live() -> list[dict[str, Any]]:
+    """The live learning loop, then the one-key fix's start (the failed launch newest in the store)."""
+    from backend.ledger import Card, PlanParams, learned, lookup, plan
+
+    gpu = ROOT / "tests" / "fixtures" / "gpu"
+    logs = sorted((gpu / "h200-learn-loop").glob("*.log"), key=lambda p: int(p.name.split("-")[0]))
+    fix = gpu / "h200-fix" / "logs"
+    logs += [fix / "vllm-20261202-101050-2724-0.log", fix / "vllm-20261202-101235-2994-0.log"]
+    names = [p.stem for p in logs[:-2]] + ["fix: failed 0.17", "fix: 0.25 after it"]
+    records = [learned.measure_log(p) for p in logs]
+    shape = lookup("Qwen/Qwen2.5-14B-Instruct")
+    card = Card("NVIDIA H200", 143_771 * 2**20, source="nvml")  # nvidia-smi's memory.total there
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, (name, rec) in enumerate(zip(names, records)):
+            if not rec:
+                continue
+            params = learned.params_of(rec, PlanParams(model=rec["settings"]["model"], vllm_version="0.20.2"))
+            seen = [r for r in records[:k] if r]
+            cache = Path(tmp) / str(k)
+            for r in seen:
+                if r.get("compile_cache_dir"):
+                    (cache / Path(r["compile_cache_dir"]).name).mkdir(parents=True, exist_ok=True)
+            got = learned.plan_learned(shape, params, [card], seen, cache_root=cache)
+            alone = plan(shape, params, [card])
+            want = rec.get("kv_cache_tokens")
+            rows.append({"launch": f"live {name}", "vllm_tokens": want,
+                         "vllm_state": "ready" if rec.get("ready") else "failed",
+                         "plan_tokens": got.kv_cache_tokens, "plan_fits": got.fits,
+                         "err_pct": None if not want else round(100 * (got.kv_cache_tokens - want) / want, 2),
+                         "model_alone_err_pct": None if not want else
+                         round(100 * (alone.kv_cache_tokens - want) / want, 2),
+                         "basis": got.basis.get("summary"), "compile_cache": got.basis.get("compile_cache")})
+    return rows
+
+
 def _cli(home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "QWEN_TUI_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "backend.cli", "--demo", *args], cwd=ROOT, env=env,
@@ -114,8 +152,9 @@ def main(argv: list[str]) -> int:
         later = rows[1:]
         tol = {r["launch"]: 1.0 for r in later}
     else:
-        rows = h200()
-        later = [r for r in rows[1:] if r["err_pct"] is not None]
+        matrix, live = h200(), h200_live()
+        rows = matrix + live
+        later = [r for r in matrix[1:] + live[1:] if r["err_pct"] is not None]
         tol = {r["launch"]: (2.0 if r["launch"] == "14b-u022-warm" else 1.0) for r in later}
     ok = all(abs(r["err_pct"]) <= tol[r["launch"]] for r in later if r["err_pct"] is not None)
     if "--json" in argv:
