@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from backend.logparse.diagnose import CPU_KV, cpu_utilization_floor
 from backend.ports import probe_bind
 from backend.settings import Settings, save_setting
 
@@ -79,8 +80,6 @@ _KV_V0 = re.compile(r"in KV cache \((\d+)\)")
 _KV_NEED = re.compile(r"max seq len \((\d+)\), \(([\d.]+) ?Gi?B KV.*?available KV cache memory \(([\d.]+) ?Gi?B\)")
 _MAXLEN = re.compile(r"derived max_model_len \(\w+=([\d.]+)")
 _FREE = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on startup is less than")
-_CPU_KV = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than requested memory for kv "
-                     r"\((-?[\d.]+)/([\d.]+) GiB\)")
 
 
 def _util(settings: Settings) -> float:
@@ -167,16 +166,21 @@ def _util_search(settings: Settings, facts: Facts, start: float) -> tuple[float 
 
 def _no_cache(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
     msg = str(failure.get("message") or "")
-    old = settings.server_cfg.gpu_memory_utilization
     floor = _util(settings) + 0.01
     why = "no memory is left for the KV cache once the weights and activations are in"
-    if m := _CPU_KV.search(msg):  # the CPU build: requested - consumed <= 0 (vllm/v1/worker/cpu_worker.py)
+    if m := CPU_KV.search(msg):  # the CPU build: requested - consumed <= 0 (vllm/v1/worker/cpu_worker.py)
         total, for_kv, requested = float(m.group(2)), float(m.group(3)), float(m.group(4))
         consumed = requested - for_kv
-        floor = max(floor, (consumed + max(0.25, consumed / 2)) / total)
+        floor = max(floor, cpu_utilization_floor(consumed, total) or floor)
         why = (f"the worker's own {consumed:.2f} GiB is more than the {requested:.2f} GiB that "
                f"gpu_memory_utilization {_util(settings):g} reserves of {total:g} GiB: nothing is left for the "
                "KV cache")
+    return _more_util(settings, facts, floor, why)
+
+
+def _more_util(settings: Settings, facts: Facts, floor: float, why: str) -> tuple[list[Change], str]:
+    """Raise the utilization to the least the ledger fits from `floor` (plus its margin), or to the cap."""
+    old = settings.server_cfg.gpu_memory_utilization
     new, problem = _util_search(settings, facts, floor)
     if new is not None:  # 2 points over the edge: the ledger's own error, a cold compile's extra activations
         why += f"; the ledger fits it from {new:g}, 2 points more for its error"
@@ -191,7 +195,7 @@ def _no_cache(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> t
 
 def _less_util(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple[list[Change], str] | None:
     msg = str(failure.get("message") or "")
-    m = _FREE.search(msg) or _CPU_KV.search(msg)
+    m = _FREE.search(msg) or CPU_KV.search(msg)
     if not m:
         return None
     free, total = float(m.group(1)), float(m.group(2))
@@ -364,7 +368,8 @@ def propose_for_plan(plan: Mapping[str, Any] | None, settings: Settings,
                 built = ([Change("server", "max_model_len", fits, settings.server_cfg.max_model_len)],
                          f"the ledger's KV cache holds one request of {fits:,} tokens") if fits > 0 else None
             else:
-                built = _no_cache({"kind": kind, "message": ""}, settings, facts)
+                built = _more_util(settings, facts, _util(settings) + 0.01,
+                                   f"the ledger says: {problem.get('message') or problem.get('kind')}")
             if built:
                 return _finish(kind, built, settings, facts)
         except Exception:  # noqa: BLE001 - a fix we cannot compute is no fix, never a crash

@@ -85,7 +85,7 @@ def h200_live() -> list[dict[str, Any]]:
     card = Card("NVIDIA H200", 143_771 * 2**20, source="nvml")  # nvidia-smi's memory.total there
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for k, (name, rec) in enumerate(zip(names, records)):
+        for k, (name, rec) in enumerate(zip(names, records, strict=True)):
             if not rec:
                 continue
             params = learned.params_of(rec, PlanParams(model=rec["settings"]["model"], vllm_version="0.20.2"))

@@ -18,7 +18,7 @@ from backend.ledger.types import Card, Ledger, PlanContext, Problem, valid_tp_si
 GiB = overheads.GiB
 
 
-def _g(b: float) -> str:
+def gib_text(b: float) -> str:
     """GiB to two places; a small amount (a demo model's weights) in MiB, never "0.00 GiB"."""
     if 0 < abs(b) < GiB / 20:
         return f"{b / (1 << 20):.1f} MiB"
@@ -41,11 +41,11 @@ def _quantized_alternative(ctx: PlanContext, budget_for_weights: int, tp: int) -
     awq = weights_on_gpu(ctx, tp, QuantSpec("awq", 4, 128))
     fp8 = weights_on_gpu(ctx, tp, QuantSpec("fp8", 8, -1))
     if awq_id and awq <= budget_for_weights:
-        return f'server.model = "{awq_id}" (4-bit AWQ, {_g(awq)} per GPU)'
+        return f'server.model = "{awq_id}" (4-bit AWQ, {gib_text(awq)} per GPU)'
     if fp8 <= budget_for_weights:
-        return f'server.quantization = "fp8" (8-bit weights, {_g(fp8)} per GPU)'
+        return f'server.quantization = "fp8" (8-bit weights, {gib_text(fp8)} per GPU)'
     if awq <= budget_for_weights:
-        return f"server.model = a 4-bit AWQ/GPTQ checkpoint of this model ({_g(awq)} per GPU)"
+        return f"server.model = a 4-bit AWQ/GPTQ checkpoint of this model ({gib_text(awq)} per GPU)"
     return None
 
 
@@ -151,8 +151,8 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
                 strict = cpu or ctx.beh.range.startup_check
                 led.problems.append(Problem(
                     "free-memory-too-low", "error" if strict else "warning",
-                    f"Free memory on {c.name} ({_g(c.memory_free_bytes)}) is less than "
-                    f"{led.gpu_memory_utilization:.2f} x {_g(usable)} = {_g(requested)} that vLLM asks for"
+                    f"Free memory on {c.name} ({gib_text(c.memory_free_bytes)}) is less than "
+                    f"{led.gpu_memory_utilization:.2f} x {gib_text(usable)} = {gib_text(requested)} that vLLM asks for"
                     + (" (other processes hold memory)" if not cpu else ""),
                     f"server.gpu_memory_utilization = {max(u, 0.05):.2f}, or stop what holds the memory"))
                 break
@@ -169,8 +169,8 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
             strict = ctx.beh.engine == "v1" and ctx.beh.version >= (0, 9, 2)
             led.problems.append(Problem(
                 "utilization-too-high", "error" if strict else "warning",
-                f"{led.gpu_memory_utilization:.2f} x {_g(usable)} = {_g(requested)} is more than is "
-                f"free once the CUDA context (~{_g(context)}) exists",
+                f"{led.gpu_memory_utilization:.2f} x {gib_text(usable)} = {gib_text(requested)} is more than is "
+                f"free once the CUDA context (~{gib_text(context)}) exists",
                 f"server.gpu_memory_utilization = {u:.2f}"))
 
     if ctx.params.kv_cache_memory_bytes:
@@ -178,8 +178,8 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
         if total > usable:
             led.problems.append(Problem(
                 "kv-cache-memory-bytes-too-large", "error",
-                f"weights {_g(led.weights_bytes_per_gpu)} + overheads {_g(over)} + KV "
-                f"{_g(led.kv_available_bytes_per_gpu)} exceed {_g(usable)} {where}",
+                f"weights {gib_text(led.weights_bytes_per_gpu)} + overheads {gib_text(over)} + KV "
+                f"{gib_text(led.kv_available_bytes_per_gpu)} exceed {gib_text(usable)} {where}",
                 f"server.kv_cache_memory_bytes = "
                 f"{max(0, usable - led.weights_bytes_per_gpu - over) // (1 << 20) << 20}"))
             return
@@ -191,7 +191,7 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
                 if d > tp and d * led.pipeline_parallel_size <= limit:
                     w = weights_on_gpu(ctx, d)
                     if w + over + need_one <= requested:
-                        fixes.append(f"server.tensor_parallel_size = {d} ({_g(w)} per GPU)")
+                        fixes.append(f"server.tensor_parallel_size = {d} ({gib_text(w)} per GPU)")
                         break
         alt = _quantized_alternative(ctx, requested - over - need_one, tp)
         if alt:
@@ -201,9 +201,9 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
             fixes.append(uf)
         led.problems.append(Problem(
             "weights-exceed-budget", "error",
-            f"weights need {_g(led.weights_bytes_per_gpu)} {where} but {led.gpu_memory_utilization:.2f} x "
-            f"{_g(usable)} = {_g(requested)} minus {_g(over)} of overheads leaves "
-            f"{_g(requested - over)}",
+            f"weights need {gib_text(led.weights_bytes_per_gpu)} {where} but {led.gpu_memory_utilization:.2f} x "
+            f"{gib_text(usable)} = {gib_text(requested)} minus {gib_text(over)} of overheads leaves "
+            f"{gib_text(requested - over)}",
             "; or ".join(fixes) or "a larger or second GPU"))
         return
 
@@ -211,7 +211,7 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
         uf = _util_fix(led.weights_bytes_per_gpu + over + need_one, usable)
         led.problems.append(Problem(
             "no-kv-cache-memory", "error",
-            f"No available memory for the cache blocks: {_g(max(0, led.kv_available_bytes_per_gpu))} "
+            f"No available memory for the cache blocks: {gib_text(max(0, led.kv_available_bytes_per_gpu))} "
             f"left {where}",
             uf or "server.tensor_parallel_size larger, or a quantized model"))
         return
@@ -228,8 +228,8 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
         led.problems.append(Problem(
             "kv-cache-too-small-for-max-model-len", "error",
             f"To serve at least one request with max_model_len {led.max_model_len}, "
-            f"{_g(need_one)} KV cache is needed {where}, more than the available "
-            f"{_g(led.kv_available_bytes_per_gpu)}; the largest max_model_len that fits is "
+            f"{gib_text(need_one)} KV cache is needed {where}, more than the available "
+            f"{gib_text(led.kv_available_bytes_per_gpu)}; the largest max_model_len that fits is "
             f"{led.max_model_len_that_fits}",
             "; or ".join(fixes)))
         return
@@ -249,9 +249,9 @@ def _check_memory(led: Ledger, ctx: PlanContext, used: list[Card], gpu_count: in
             u = math.floor((usable - led.cuda_graph_bytes - overheads.CUDA_CONTEXT_GIB * GiB) / usable * 100) / 100
             led.problems.append(Problem(
                 "cuda-graphs-may-not-fit", "warning",
-                f"{led.cuda_graphs} CUDA graphs (~{_g(led.cuda_graph_bytes)}) are captured on top of "
+                f"{led.cuda_graphs} CUDA graphs (~{gib_text(led.cuda_graph_bytes)}) are captured on top of "
                 f"the {led.gpu_memory_utilization:.2f} budget and the CUDA context; that exceeds "
-                f"{_g(usable)}: capture may run out of memory",
+                f"{gib_text(usable)}: capture may run out of memory",
                 f"server.gpu_memory_utilization = {u:.2f}, or server.enforce_eager = true"))
 
 

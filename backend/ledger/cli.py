@@ -10,8 +10,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from backend.ledger import checks
 from backend.ledger.adapter import LedgerInputError, plan_from_settings
+from backend.ledger.checks import gib_text  # one rule for both: small amounts in MiB
 from backend.ledger.core import Ledger
 from backend.settings import Settings
 
@@ -46,10 +46,6 @@ def cards_reserved(led: Ledger) -> str | None:
     return f"{min(r):.2f} GiB" if r else None
 
 
-def _g(b: float) -> str:
-    return checks._g(b)  # one rule for both: small amounts in MiB
-
-
 def _n(x: int) -> str:
     return f"{x:,}"
 
@@ -61,34 +57,34 @@ def format_table(led: Ledger) -> str:
         rows.append((a, b, c))
 
     per = "per GPU" if led.device != "cpu" else "(CPU)"
-    add("Weights, whole model", _g(led.weights_bytes), f"{_n(led.params)} params, {led.dtype}"
+    add("Weights, whole model", gib_text(led.weights_bytes), f"{_n(led.params)} params, {led.dtype}"
         + (f", from {led.weights_source}" if led.weights_source != "config" else ""))
-    add(f"Weights {per}", _g(led.weights_bytes_per_gpu),
+    add(f"Weights {per}", gib_text(led.weights_bytes_per_gpu),
         f"TP {led.tensor_parallel_size}" + (f" x PP {led.pipeline_parallel_size}"
                                             if led.pipeline_parallel_size > 1 else ""))
-    add(f"Budget {per}", _g(led.budget_bytes_per_gpu),
-        f"{led.gpu_memory_utilization:.2f} x {_g(led.usable_bytes_per_gpu)} usable"
+    add(f"Budget {per}", gib_text(led.budget_bytes_per_gpu),
+        f"{led.gpu_memory_utilization:.2f} x {gib_text(led.usable_bytes_per_gpu)} usable"
         + (f" ({cards_reserved(led)} reserved by the driver, NVML)" if cards_reserved(led) else ""))
     if led.learned_correction_bytes:
-        add("  - measured on this box", _g(led.learned_correction_bytes), "what the model missed at the last "
+        add("  - measured on this box", gib_text(led.learned_correction_bytes), "what the model missed at the last "
             "comparable launch")
-    add("  - activation peak", _g(led.activation_bytes), f"{_n(led.max_num_batched_tokens)} batched tokens"
-        + (f", incl. {_g(led.compile_bytes)} for torch.compile's first start" if led.compile_bytes else ""))
+    add("  - activation peak", gib_text(led.activation_bytes), f"{_n(led.max_num_batched_tokens)} batched tokens"
+        + (f", incl. {gib_text(led.compile_bytes)} for torch.compile's first start" if led.compile_bytes else ""))
     if led.device == "cpu":
-        add("  - CPU runtime", _g(led.cpu_baseline_bytes), "measured on vLLM's CPU build")
+        add("  - CPU runtime", gib_text(led.cpu_baseline_bytes), "measured on vLLM's CPU build")
         if led.cpu_shm_bytes:
-            add("  - shared-memory all-reduce", _g(led.cpu_shm_bytes), "every rank maps every rank's buffers")
+            add("  - shared-memory all-reduce", gib_text(led.cpu_shm_bytes), "every rank maps every rank's buffers")
         if len(led.ranks) > 1:
             for r in led.ranks:  # vLLM's own terms: "Auto set (KV/node) ..., with R requested ... C non-kv"
                 add(f"  rank {r['rank']} (node {r['node']})", f"{r['kv_gib']:.2f} GiB",
                     f"KV = {r['requested_gib']:.2f} requested ({led.gpu_memory_utilization:.2f} x "
                     f"{r['node_total_gib']:.2f}) - {r['consumed_gib']:.2f} non-kv")
     else:
-        add("  - non-torch memory", _g(led.non_torch_bytes),
+        add("  - non-torch memory", gib_text(led.non_torch_bytes),
             "incl. CUDA context" if led.cuda_context_bytes else "NCCL, cuBLAS workspaces")
         if led.cuda_graphs:
-            add("  - CUDA graphs", _g(led.cuda_graph_bytes) if led.cuda_graphs_subtracted else "(0.00 GiB)",
-                f"{led.cuda_graphs} graphs, ~{_g(led.cuda_graph_bytes)}"
+            add("  - CUDA graphs", gib_text(led.cuda_graph_bytes) if led.cuda_graphs_subtracted else "(0.00 GiB)",
+                f"{led.cuda_graphs} graphs, ~{gib_text(led.cuda_graph_bytes)}"
                 + ("" if led.cuda_graphs_subtracted else " on top of the budget"))
         else:
             add("  - CUDA graphs", "0.00 GiB", "enforce_eager")
@@ -98,7 +94,7 @@ def format_table(led: Ledger) -> str:
     add("KV per token", kib(led.kv_bytes_per_token),
         f"{_n(led.kv_bytes_per_token)} B, all GPUs; {led.kv_cache_dtype}")
     add(f"KV per token {per}", kib(led.kv_bytes_per_token_per_gpu), f"{_n(led.kv_bytes_per_token_per_gpu)} B")
-    add(f"KV cache {per}", _g(max(0, led.kv_available_bytes_per_gpu)), "what vLLM calls available")
+    add(f"KV cache {per}", gib_text(max(0, led.kv_available_bytes_per_gpu)), "what vLLM calls available")
     add("KV cache tokens", _n(led.kv_cache_tokens), f"{_n(led.num_blocks)} blocks x {led.block_size}")
     add("Max concurrency", f"{led.max_concurrency:.2f}x", f"at {_n(led.max_model_len)} tokens per request")
     if led.decode_tokens_per_s_ceiling is not None:

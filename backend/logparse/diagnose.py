@@ -331,14 +331,20 @@ def _cpu_mem(p: ParseState, msg: str) -> Failure | None:
                    f"set server.gpu_memory_utilization = {_fraction_that_fits(avail, total)}, or free RAM")
 
 
-_CPU_KV = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than requested memory for kv "
-                     r"\((-?[\d.]+)/([\d.]+) GiB\)")
+CPU_KV = re.compile(r"\(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than requested memory for kv "
+                    r"\((-?[\d.]+)/([\d.]+) GiB\)")
+
+
+def cpu_utilization_floor(consumed_gib: float, total_gib: float) -> float | None:
+    """The least utilization that leaves the CPU worker a KV cache: what it already holds, plus half again (at
+    least 0.25 GiB) for what the profile run and the cache's own tensors add, over the RAM vLLM counts."""
+    return (consumed_gib + max(0.25, consumed_gib / 2)) / total_gib if total_gib > 0 else None
 
 
 def _cpu_kv(p: ParseState, msg: str) -> Failure | None:
     """vLLM's CPU worker: the KV cache gets utilization x RAM minus what the worker already holds
     (vllm/v1/worker/cpu_worker.py determine_available_memory); <= 0 or more than is free fails."""
-    m = _CPU_KV.search(msg)
+    m = CPU_KV.search(msg)
     if not m:
         return None
     avail, total, for_kv, requested = (float(x) for x in m.groups())
@@ -347,7 +353,8 @@ def _cpu_kv(p: ParseState, msg: str) -> Failure | None:
                        f"only {_fmt(avail)} of {_fmt(total)} GiB RAM is available for a {_fmt(for_kv)} GiB KV cache: "
                        f"set server.gpu_memory_utilization = {_fraction_that_fits(avail, total)}, or free RAM")
     consumed = requested - for_kv
-    need = math.ceil((consumed + max(0.25, consumed / 2)) / total * 100) / 100 if total > 0 else None
+    floor = cpu_utilization_floor(consumed, total)
+    need = math.ceil(floor * 100) / 100 if floor is not None else None
     return Failure("no_cache_memory", msg.strip(),
                    f"the worker already holds {consumed:.2f} GiB, more than the {requested:.2f} GiB that "
                    f"server.gpu_memory_utilization{_util_now(p)} reserves on the CPU backend (the fraction of "
@@ -435,7 +442,7 @@ HARD: tuple[tuple[str, Handler], ...] = (
 # misses on the first line; joined with the next line(s) it matches, and the fix can name the numbers.
 WRAPPED: dict[Handler, "re.Pattern[str]"] = {
     _max_len: _MAXLEN, _kv_v0: _KV_V0, _mem_in_use: _FREE_MEM, _cpu_mem: _CPU_MEM, _tp: _TP, _bf16: _BF16,
-    _cpu_kv: _CPU_KV, _port: _BIND, _lib: _LIB, _oom: _OOM_TOTAL, _module: _MODULE,
+    _cpu_kv: CPU_KV, _port: _BIND, _lib: _LIB, _oom: _OOM_TOTAL, _module: _MODULE,
 }
 
 

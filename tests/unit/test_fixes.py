@@ -235,6 +235,7 @@ def test_a_plan_whose_weights_exceed_the_budget_gets_the_utilization_the_ledger_
     prop = fixes.propose_for_plan(plan, s)
     assert prop.kind == "no_cache_memory" and prop.changes[0].key == "gpu_memory_utilization"
     assert prop.changes[0].old == 0.1 and prop.verdict["fits"] is True and prop.applicable
+    assert prop.why.startswith("the ledger says: ") and "weights" in prop.why  # the plan's problem, not a failure's
     # the same value as the failure banner's after a wasted start without a measured floor
     assert prop.changes[0].value == fixes.propose({"kind": "no_cache_memory", "message": ""}, s).changes[0].value
     assert _plan(fixes._with(s, prop.changes))["fits"]
