@@ -360,6 +360,12 @@ def plan_learned(shape: ModelShape, params: PlanParams, cards: list[Card], recor
                              f"{pin['kv_cache_memory_bytes']} ({pin['source']})")
     else:
         basis.update(kind="modelled", summary="modelled")
+    plan_env = startup_plan(params)
+    if plan_env:
+        basis["startup_plan"] = plan_env
+        if not plan_env["on"]:
+            led.notes.append(f"to skip vLLM's memory profiling on later starts: {plan_env['setting']} (vLLM "
+                             "saves its measured KV cache size on the first start)")
     basis["compile_cache"] = ("warm (vLLM's compile cache holds these settings)" if warm else
                               "cold (the first start after a change compiles)" if compiled else "not compiled")
     if compiled and not warm and not led.fits:
@@ -391,6 +397,25 @@ def _pin(match: Match, led: Ledger) -> dict[str, Any] | None:
                 "source": "what vLLM's CPU worker set at the last launch; with enforce_eager it also skips "
                           "its warm-up"}
     return None
+
+
+# vLLM's own persisted startup plan (vllm/v1/worker/startup_plan.py, read in 0.32.0; 0.20.2 has none): the GPU
+# worker saves its measured --kv-cache-memory under VLLM_CACHE_ROOT and later boots with the same fingerprint apply
+# it, skipping the profiling and CUDA graph estimate. The CPU worker never reads it.
+STARTUP_PLAN_FROM = (0, 32)
+
+
+def startup_plan(params: PlanParams) -> dict[str, Any] | None:
+    """The startup-plan offer for a GPU vLLM that has it and is not already told (None otherwise)."""
+    version = parse_version(params.vllm_version) if params.vllm_version else None
+    if params.device == "cpu" or version is None or version[:2] < STARTUP_PLAN_FROM:
+        return None
+    if str((params.env or {}).get("VLLM_ENABLE_STARTUP_PLAN", "")) == "1":
+        return {"env": "VLLM_ENABLE_STARTUP_PLAN", "on": True,
+                "source": "on: vLLM applies the plan it saved when the settings' fingerprint matches"}
+    return {"env": "VLLM_ENABLE_STARTUP_PLAN", "on": False, "setting": 'server.env.VLLM_ENABLE_STARTUP_PLAN = "1"',
+            "source": "vLLM >= 0.32 saves its measured KV cache size on the first start and applies it to later "
+                      "starts with the same fingerprint (profiling skipped); not measured by qwen-tui"}
 
 
 def _with_reserve(cards: list[Card], record: dict[str, Any]) -> tuple[list[Card], bool]:

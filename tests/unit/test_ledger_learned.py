@@ -216,3 +216,17 @@ def test_a_failed_launch_does_not_unlearn_the_box(tmp_path) -> None:
     got = _live_plan([*recs, failed], fixed, tmp_path)
     assert got.basis["kind"] == "measured" and "warm" in got.basis["compile_cache"]
     assert abs(got.kv_cache_tokens - 33_584) / 33_584 <= 0.01
+
+
+def test_startup_plan_offered_only_where_vllm_has_it(records, tmp_path) -> None:
+    params, card = settings_of("14b-u090")  # vLLM 0.20.2: no startup_plan.py
+    assert "startup_plan" not in learned.plan_learned(Q14, params, [card], [], cache_root=tmp_path).basis
+    params.vllm_version = "0.32.0"
+    led = learned.plan_learned(Q14, params, [card], [], cache_root=tmp_path)
+    assert led.basis["startup_plan"]["on"] is False
+    assert any('server.env.VLLM_ENABLE_STARTUP_PLAN = "1"' in n for n in led.notes)
+    params.env = {"VLLM_ENABLE_STARTUP_PLAN": "1"}
+    led = learned.plan_learned(Q14, params, [card], [], cache_root=tmp_path)
+    assert led.basis["startup_plan"]["on"] is True and not any("STARTUP_PLAN" in n for n in led.notes)
+    params.device = "cpu"  # the CPU worker never reads it
+    assert "startup_plan" not in learned.plan_learned(Q14, params, [card], [], cache_root=tmp_path).basis
