@@ -110,13 +110,12 @@ class Facts:
             return self.ledger(settings)
         # only for a verdict: the ledger reads the model's config (tens of ms)
         from backend.ledger import plan_from_settings
-        from backend.ledger.cli import detect_vllm_version, probe_gpus
+        from backend.ledger.cli import this_box
 
         if self._box is None:
-            # the plan `qwen-tui plan` makes: this box's cards and vLLM version, so that its learned launches and
-            # warm compile cache count (without the version the H200's verdict was the cold model's, -9.4 %)
-            gpus = probe_gpus() if settings.planner_cfg.device != "cpu" else None
-            self._box = (gpus, detect_vllm_version(settings))
+            # the plan `qwen-tui plan` makes, so that this box's learned launches and warm compile cache count
+            # (without the version the H200's verdict was the cold model's, -9.4 %)
+            self._box = this_box(settings)
         gpus, version = self._box
         return plan_from_settings(settings, gpus=gpus, vllm_version=version, check_free=False)
 

@@ -102,12 +102,11 @@ def run_cli(settings: Settings, as_json: bool, out: Any = None) -> int:
     import json  # the ledger only for a verdict: start-up
     import sys
 
-    from backend.ledger.cli import detect_vllm_version, probe_gpus  # the ledger only for a verdict: start-up
+    from backend.ledger.cli import this_box  # the ledger only for a verdict: start-up
     from backend.ledger.preview import longest_len_text
 
     out = out or sys.stdout
-    gpus = probe_gpus() if settings.planner_cfg.device != "cpu" else None
-    found = verdicts(settings, gpus, detect_vllm_version(settings))
+    found = verdicts(settings, *this_box(settings))
     if as_json:
         out.write(json.dumps({"active": settings.profile, "profiles": [v.to_dict() for v in found]}, indent=2) + "\n")
         return 0

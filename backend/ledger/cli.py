@@ -41,6 +41,13 @@ def detect_vllm_version(settings: Settings) -> str | None:
         return None
 
 
+def this_box(settings: Settings) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """What every plan of this box is made with: the NVML cards (None for the CPU planner or without NVML) and
+    the server interpreter's vLLM version (which the learned launches and the version ranges key on)."""
+    gpus = probe_gpus() if settings.planner_cfg.device != "cpu" else None
+    return gpus, detect_vllm_version(settings)
+
+
 def cards_reserved(led: Ledger) -> str | None:
     r = [float(c["reserved_gib"]) for c in led.cards if c.get("reserved_gib") is not None]
     return f"{min(r):.2f} GiB" if r else None
@@ -143,9 +150,10 @@ def run_plan(settings: Settings, as_json: bool, out: TextIO = sys.stdout,
              gpus: list[dict[str, Any]] | None = None) -> int:
     """Print the ledger for `settings`; 0 fits, 1 does not fit, 2 bad input."""
     try:
-        if gpus is None and settings.planner_cfg.device != "cpu":
-            gpus = probe_gpus()
-        version = detect_vllm_version(settings)
+        if gpus is None:
+            gpus, version = this_box(settings)
+        else:
+            version = detect_vllm_version(settings)
         ledger = plan_from_settings(settings, gpus=gpus, vllm_version=version)
         if version and ledger.vllm_range:
             ledger.vllm_range["version_from"] = "installed"  # the server interpreter's vLLM package
