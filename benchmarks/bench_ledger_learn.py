@@ -35,13 +35,12 @@ CHANGES = ("server.gpu_memory_utilization=0.15", "server.max_model_len=1024", "s
 
 
 def h200() -> list[dict[str, Any]]:
-    from backend.ledger import Card, PlanParams, learned, lookup, plan
+    from backend.ledger import Card, PlanParams, learned
     from backend.ledger.replay import header
 
     matrix = ROOT / "tests" / "fixtures" / "gpu" / "ledger-matrix"
     runs = sorted(json.loads((matrix / "runs.json").read_text())["runs"], key=lambda r: r["order"])
     records = [learned.measure_log(matrix / f"{r['name']}.log") for r in runs]
-    shape = lookup("Qwen/Qwen2.5-14B-Instruct")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k, run in enumerate(runs):
@@ -53,27 +52,33 @@ def h200() -> list[dict[str, Any]]:
                                 enforce_eager=s.get("enforce_eager"), vllm_version="0.20.2")
             card = Card("NVIDIA H200", int(nv["total_bytes"]), memory_reserved_bytes=nv.get("reserved_bytes"),
                         source="nvml")
-            seen = [r for r in records[:k] if r]
-            cache = Path(tmp) / str(k)
-            for r in seen:
-                if r.get("compile_cache_dir"):
-                    (cache / Path(r["compile_cache_dir"]).name).mkdir(parents=True, exist_ok=True)
-            got = learned.plan_learned(shape, params, [card], seen, cache_root=cache)
-            alone = plan(shape, params, [card])
             want = (records[k] or {}).get("kv_cache_tokens")
-            rows.append({"launch": run["name"], "vllm_tokens": want, "vllm_state": run["state"],
-                         "plan_tokens": got.kv_cache_tokens, "plan_fits": got.fits,
-                         "err_pct": None if not want else round(100 * (got.kv_cache_tokens - want) / want, 2),
-                         "model_alone_err_pct": None if not want else
-                         round(100 * (alone.kv_cache_tokens - want) / want, 2),
-                         "basis": got.basis.get("summary"), "compile_cache": got.basis.get("compile_cache")})
-            shutil.rmtree(cache, ignore_errors=True)
+            rows.append({"launch": run["name"], "vllm_state": run["state"],
+                         **_replayed(params, card, [r for r in records[:k] if r], want, Path(tmp) / str(k))})
     return rows
+
+
+def _replayed(params: Any, card: Any, seen: list[dict[str, Any]], want: int | None, cache: Path) -> dict[str, Any]:
+    """One launch replayed: the plan learned from the launches before it (their compile caches on disk) and the
+    model's alone, against what vLLM printed."""
+    from backend.ledger import learned, lookup, plan
+
+    shape = lookup("Qwen/Qwen2.5-14B-Instruct")
+    for r in seen:
+        if r.get("compile_cache_dir"):
+            (cache / Path(r["compile_cache_dir"]).name).mkdir(parents=True, exist_ok=True)
+    got = learned.plan_learned(shape, params, [card], seen, cache_root=cache)
+    alone = plan(shape, params, [card])
+    shutil.rmtree(cache, ignore_errors=True)
+    return {"vllm_tokens": want, "plan_tokens": got.kv_cache_tokens, "plan_fits": got.fits,
+            "err_pct": None if not want else round(100 * (got.kv_cache_tokens - want) / want, 2),
+            "model_alone_err_pct": None if not want else round(100 * (alone.kv_cache_tokens - want) / want, 2),
+            "basis": got.basis.get("summary"), "compile_cache": got.basis.get("compile_cache")}
 
 
 def h200_live() -> list[dict[str, Any]]:
     """The live learning loop, then the one-key fix's start (the failed launch newest in the store)."""
-    from backend.ledger import Card, PlanParams, learned, lookup, plan
+    from backend.ledger import Card, PlanParams, learned
 
     gpu = ROOT / "tests" / "fixtures" / "gpu"
     logs = sorted((gpu / "h200-learn-loop").glob("*.log"), key=lambda p: int(p.name.split("-")[0]))
@@ -81,7 +86,6 @@ def h200_live() -> list[dict[str, Any]]:
     logs += [fix / "vllm-20261202-101050-2724-0.log", fix / "vllm-20261202-101235-2994-0.log"]
     names = [p.stem for p in logs[:-2]] + ["fix: failed 0.17", "fix: 0.25 after it"]
     records = [learned.measure_log(p) for p in logs]
-    shape = lookup("Qwen/Qwen2.5-14B-Instruct")
     card = Card("NVIDIA H200", 143_771 * 2**20, source="nvml")  # nvidia-smi's memory.total there
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,21 +93,9 @@ def h200_live() -> list[dict[str, Any]]:
             if not rec:
                 continue
             params = learned.params_of(rec, PlanParams(model=rec["settings"]["model"], vllm_version="0.20.2"))
-            seen = [r for r in records[:k] if r]
-            cache = Path(tmp) / str(k)
-            for r in seen:
-                if r.get("compile_cache_dir"):
-                    (cache / Path(r["compile_cache_dir"]).name).mkdir(parents=True, exist_ok=True)
-            got = learned.plan_learned(shape, params, [card], seen, cache_root=cache)
-            alone = plan(shape, params, [card])
-            want = rec.get("kv_cache_tokens")
-            rows.append({"launch": f"live {name}", "vllm_tokens": want,
-                         "vllm_state": "ready" if rec.get("ready") else "failed",
-                         "plan_tokens": got.kv_cache_tokens, "plan_fits": got.fits,
-                         "err_pct": None if not want else round(100 * (got.kv_cache_tokens - want) / want, 2),
-                         "model_alone_err_pct": None if not want else
-                         round(100 * (alone.kv_cache_tokens - want) / want, 2),
-                         "basis": got.basis.get("summary"), "compile_cache": got.basis.get("compile_cache")})
+            rows.append({"launch": f"live {name}", "vllm_state": "ready" if rec.get("ready") else "failed",
+                         **_replayed(params, card, [r for r in records[:k] if r], rec.get("kv_cache_tokens"),
+                                     Path(tmp) / str(k))})
     return rows
 
 
