@@ -147,6 +147,28 @@ async def test_start_pressed_during_a_stop_follows_it(qhome):
         assert await wait_until(pilot, lambda: client.actions == ["stop", "start"]), client.actions
 
 
+async def test_stop_pressed_while_the_start_call_runs_follows_it(qhome):
+    """s then x before the start call has returned (the status line may say STARTING already): the stop is
+    queued behind the start, not refused as busy (the e2e console test lost its x to this)."""
+    import threading
+
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome, "console.confirm=never")
+    gate = threading.Event()
+    plain_start = client.start
+    client.start = lambda allow_orphans=False: (gate.wait(10), plain_start(allow_orphans))[1]
+    async with app.run_test(size=(120, 36)) as pilot:
+        from tui.widgets.status_bar import StatusBar
+
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "stopped")
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: app.screen.busy_action == "start")
+        await pilot.press("x")
+        bar = app.screen.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "then stop" in bar.last_text), bar.last_text
+        gate.set()
+        assert await wait_until(pilot, lambda: client.actions == ["start", "stop"]), client.actions
+
+
 async def test_a_restart_says_it_waits_for_the_old_server(qhome):
     import threading
 

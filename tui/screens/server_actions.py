@@ -92,9 +92,12 @@ class ServerActions(MainScreenParts):
 
     def _request(self, action: str) -> None:
         if self.busy:
-            if action == "start" and self.busy_action == "stop" and self.queued is None:
-                self.queued = "start"  # x then s: the start follows the stop, not a refusal
-                self.notify("start queued: it follows the stop")
+            # x then s: the start follows the stop; s then x (STARTING on screen before the start call returned):
+            # the stop follows the start. Not a refusal: the key a user pressed is never lost.
+            follows = {"start": ("stop",), "stop": ("start", "restart")}
+            if self.busy_action in follows.get(action, ()) and self.queued is None:
+                self.queued = action
+                self.notify(f"{action} queued: it follows the {self.busy_action}")
                 self._show_pending()
             else:
                 self.notify(f"busy: {self.pending_text() or self.busy_action}", severity="warning")
