@@ -392,8 +392,10 @@ def _pin(match: Match, led: Ledger) -> dict[str, Any] | None:
     if suggested:
         return {"kv_cache_memory_bytes": int(min(suggested)), "source": "vLLM's own figure for these settings "
                 "(its profiling is then skipped; the compile still runs)"}
-    if led.device == "cpu" and match.record.get("kv_cache_tokens"):
-        return {"kv_cache_memory_bytes": int(led.kv_available_bytes_per_gpu // (1 << 20) << 20),
+    got = measured_kv_bytes(match.record, led.kv_bytes_per_token_per_gpu, led.block_size)
+    if led.device == "cpu" and match.record.get("kv_cache_tokens") and got:
+        # the launch's own cache, not this plan's: the node's memory figure moves between starts on some hosts
+        return {"kv_cache_memory_bytes": int(got // (1 << 20) << 20),
                 "source": "what vLLM's CPU worker set at the last launch; with enforce_eager it also skips "
                           "its warm-up"}
     return None

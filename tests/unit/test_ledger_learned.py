@@ -230,3 +230,19 @@ def test_startup_plan_offered_only_where_vllm_has_it(records, tmp_path) -> None:
     assert led.basis["startup_plan"]["on"] is True and not any("STARTUP_PLAN" in n for n in led.notes)
     params.device = "cpu"  # the CPU worker never reads it
     assert "startup_plan" not in learned.plan_learned(Q14, params, [card], [], cache_root=tmp_path).basis
+
+
+def test_cpu_pin_is_the_cache_the_launch_had_not_this_plans(tmp_path) -> None:
+    """On this VM the NUMA node's memory figure grows between starts, so the same settings plan a larger cache
+    later; the pin offered as "what vLLM's CPU worker set at the last launch" must be that launch's cache."""
+    from tests.unit.test_ledger_fixtures import TINY_QWEN2
+
+    rec = learned.measure_log(FIXTURES / "vllm-logs" / "v0.32.0-cpu-tp2-ledger-a.log")
+    assert rec and rec["kv_cache_tokens"] == 1_068_416
+    params = learned.params_of(rec, PlanParams(model=rec["settings"]["model"], device="cpu", vllm_version="0.32.0",
+                                               env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"}))
+    grown = [Card("CPU node 0", int(13.46 * 2**30), source="cpu", numa_node=0, threads=1)] * 2
+    led = learned.plan_learned(TINY_QWEN2, params, grown, [rec], cache_root=tmp_path)
+    pinned = led.basis["pin"]["kv_cache_memory_bytes"]
+    assert abs(pinned - 1_068_416 * led.kv_bytes_per_token_per_gpu) < 2**20 + led.block_size * 1024
+    assert led.kv_available_bytes_per_gpu > pinned * 1.2  # the plan itself follows the grown node
