@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 
 import httpx
@@ -35,31 +36,60 @@ def _app():
     return make_app(load(demo=True), ServerClient(Origin(demo=True)))
 
 
-_METRICS: dict[str, httpx.AsyncClient] = {}
 _FINISHED = re.compile(r'^vllm:request_success_total\{[^}]*finished_reason="(?:stop|length)"[^}]*\}\s+'
                        r"([0-9.eE+-]+)", re.M)
 
 
-async def metrics_now(base: str) -> tuple[float, float]:
-    """(requests running, requests finished by stop or length) without blocking the console's event
-    loop, through one client (a new one builds an SSL context: tens of ms of the loop, and seconds on
-    a machine vLLM keeps busy) and a new connection each time. An aborted request is not counted as finished."""
-    client = _METRICS.get(base)
-    if client is None:
+class MetricsWatch(threading.Thread):
+    """Reads the server's /metrics 20 times a second in its own thread: (arrival time, requests running,
+    requests finished by stop or length). The console's event loop is kept full by a fast stream, so a
+    poll made on it saw a 1,500-token reply only once it was over (a CI run: 5 tries of 5). An aborted
+    request is not counted as finished."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__(daemon=True)
+        self.base = base
+        self.samples: list[tuple[float, float, float]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
         # no keep-alive: uvicorn closes an idle connection after 5 s, and a poll that reused it just
         # then got "Server disconnected without sending a response" (a CI run)
-        client = _METRICS[base] = httpx.AsyncClient(trust_env=False, timeout=5,
-                                                    limits=httpx.Limits(max_keepalive_connections=0))
-    text = (await client.get(f"{base}/metrics")).text
-    return sum(float(v) for v in _RUNNING.findall(text)), sum(float(v) for v in _FINISHED.findall(text))
+        with httpx.Client(trust_env=False, timeout=5, limits=httpx.Limits(max_keepalive_connections=0)) as c:
+            while not self.done.is_set():
+                try:
+                    text = c.get(f"{self.base}/metrics").text
+                except httpx.HTTPError:
+                    continue
+                self.samples.append((time.monotonic(), sum(float(v) for v in _RUNNING.findall(text)),
+                                     sum(float(v) for v in _FINISHED.findall(text))))
+                self.done.wait(0.05)
+
+    def since(self, t: float) -> list[tuple[float, float, float]]:
+        return [s for s in list(self.samples) if s[0] >= t]
+
+    def seen_running(self, t: float) -> bool:
+        return any(s[1] == 1 for s in self.since(t))
+
+    def first_idle(self, t: float) -> float | None:
+        return next((s[0] for s in self.since(t) if s[1] == 0), None)
+
+    async def next_sample(self, timeout: float = 10) -> tuple[float, float, float]:
+        """The first sample read after now."""
+        t = time.monotonic()
+        while time.monotonic() - t < timeout:
+            if fresh := self.since(t):
+                return fresh[0]
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"/metrics gave nothing for {timeout:.0f} s")
 
 
 async def poll(pred, timeout: float) -> bool:
-    """True once `await pred()` holds. It sleeps with asyncio, not a Pilot pause: a pause first waits
+    """True once `pred()` holds. It sleeps with asyncio, not a Pilot pause: a pause first waits
     for every widget's queue to drain, which a fast stream keeps full until the reply has ended."""
     t = time.monotonic()
     while time.monotonic() - t < timeout:
-        if await pred():
+        if pred():
             return True
         await asyncio.sleep(0.05)
     return False
@@ -74,7 +104,17 @@ async def test_esc_aborts_the_request_on_the_server(server):
     from tui.widgets.chat_pane import ChatPane
 
     base = server["base_url"]
-    assert (await metrics_now(base))[0] == 0
+    watch = MetricsWatch(base)
+    watch.start()
+    try:
+        assert (await watch.next_sample())[1] == 0
+        await _cut_one_reply(watch, ChatPane, Static)
+    finally:
+        watch.done.set()
+        watch.join(10)
+
+
+async def _cut_one_reply(watch: MetricsWatch, ChatPane, Static) -> None:  # noqa: N803 (classes passed in)
     app = _app()
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 60)
@@ -94,56 +134,47 @@ async def test_esc_aborts_the_request_on_the_server(server):
 
         pane.action_stop_or_leave = timed_stop_or_leave  # type: ignore[method-assign]
 
-        async def server_runs_it() -> bool:
-            return not pane.streaming or (await metrics_now(base))[0] == 1
-
-        async def streaming() -> bool:
-            return pane.streaming
-
-        async def idle() -> bool:
-            return not pane.streaming
-
         # The demo model decodes 1,900 tokens in a few seconds, and on a busy machine a reply can reach
         # the console in a few bursts, or be over on the server before esc lands: esc goes as soon as
-        # the server says the request runs, and a reply vLLM finished anyway is tried again (up to 5,
-        # each in a new conversation so that the last one's 1,900 tokens leave room in the context).
-        # A press returns once every widget's queue has drained, i.e. once a fast reply is over: enter
-        # and esc are pressed in tasks while the server is watched.
+        # the watcher sees the server run the request, and a reply vLLM finished anyway is tried again
+        # (up to 5, each in a new conversation so that the last one's 1,900 tokens leave room in the
+        # context). A press returns once every widget's queue has drained, i.e. once a fast reply is
+        # over: enter and esc are pressed in tasks.
         tries: list[str] = []
         for attempt in range(5):
             if attempt:
                 await pilot.press("ctrl+n")
             pane.conversation.params.max_tokens = 1500  # fits with the prompt under the demo template (2,048)
             await pilot.press(*f"Tell me a very long story {attempt}")
+            sent_at = time.monotonic()
+            finished_before = (await watch.next_sample())[2]
             enter = asyncio.create_task(pilot.press("enter"))
-            assert await poll(streaming, 10), "the reply did not start"
-            await poll(server_runs_it, 60)
-            runs, finished_before = await metrics_now(base)
-            if not (pane.streaming and runs == 1):
-                tries.append("over before the server was seen running it")
-                assert await poll(idle, 60)
+            assert await poll(lambda: pane.streaming, 10), "the reply did not start"
+            await poll(lambda t0=sent_at: not pane.streaming or watch.seen_running(t0), 60)
+            if not pane.streaming:
+                shown = [str(w.render()) for w in pane.query(".figures").results(Static)]
+                tries.append(f"over before esc ({shown[-1:] or 'no figures line'}; "
+                             f"seen running: {watch.seen_running(sent_at)})")
                 await enter
                 continue
             replies_before = len(pane.conversation.replies())
             cancels.clear()
             pressed_at = time.monotonic()
-            esc = asyncio.create_task(pilot.press("escape"))
-            zero_at = None
-            while time.monotonic() - pressed_at < 15:
-                if (await metrics_now(base))[0] == 0:
-                    zero_at = time.monotonic()
-                    break
-                await asyncio.sleep(0.05)
-            await esc
+            await pilot.press("escape")
             await enter
             assert await until(lambda: not pane.streaming, 10)
-            if (await metrics_now(base))[1] > finished_before:
+            assert cancels, "esc did not cut the stream"
+            zero_at = None
+            t = time.monotonic()
+            while zero_at is None and time.monotonic() - t < 15:
+                zero_at = watch.first_idle(cancels[0])
+                await asyncio.sleep(0.05)
+            if (await watch.next_sample())[2] > finished_before:
                 tries.append("finished by vLLM before esc landed")
                 continue
             break
         else:
             pytest.fail(f"no reply could be cut: {tries}")
-        assert cancels, "esc did not cut the stream"
         key_s = cancels[0] - pressed_at
         assert zero_at is not None, f"still running 15 s after esc (the console cut it {key_s:.2f} s after the press)"
         back_to_zero = zero_at - cancels[0]
@@ -160,7 +191,6 @@ async def test_esc_aborts_the_request_on_the_server(server):
               f"{key_s * 1000:.0f} ms from the press to the cut "
               f"(attempt {attempt + 1}; {streamed}; before: {tries})")
         app.exit()
-    await _METRICS.pop(base).aclose()
 
 
 async def test_two_replies_quit_reopen_with_figures_then_export(server):
