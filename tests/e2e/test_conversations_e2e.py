@@ -137,11 +137,11 @@ async def _cut_one_reply(watch: MetricsWatch, ChatPane, Static) -> None:  # noqa
         # The demo model decodes 1,900 tokens in a few seconds, and on a busy machine a reply can reach
         # the console in a few bursts, or be over on the server before esc lands: esc goes as soon as
         # the watcher sees the server run the request, and a reply vLLM finished anyway is tried again
-        # (up to 5, each in a new conversation so that the last one's 1,900 tokens leave room in the
+        # (up to 8, each in a new conversation so that the last one's 1,900 tokens leave room in the
         # context). A press returns once every widget's queue has drained, i.e. once a fast reply is
         # over: enter and esc are pressed in tasks.
         tries: list[str] = []
-        for attempt in range(5):
+        for attempt in range(8):
             if attempt:
                 await pilot.press("ctrl+n")
             pane.conversation.params.max_tokens = 1500  # fits with the prompt under the demo template (2,048)
@@ -150,7 +150,10 @@ async def _cut_one_reply(watch: MetricsWatch, ChatPane, Static) -> None:  # noqa
             finished_before = (await watch.next_sample())[2]
             enter = asyncio.create_task(pilot.press("enter"))
             assert await poll(lambda: pane.streaming, 10), "the reply did not start"
-            await poll(lambda t0=sent_at: not pane.streaming or watch.seen_running(t0), 60)
+            # esc as soon as the request is on the server: its first text reached the console (the waiting
+            # line is gone) or the watcher saw it run; under load vLLM can decode all 1,500 tokens before
+            # /metrics answers once
+            await poll(lambda t0=sent_at: not pane.streaming or pane._waiting is None or watch.seen_running(t0), 60)
             if not pane.streaming:
                 shown = [str(w.render()) for w in pane.query(".figures").results(Static)]
                 tries.append(f"over before esc ({shown[-1:] or 'no figures line'}; "
