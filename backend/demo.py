@@ -267,7 +267,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "long": {"description": "demo long: the model's whole 4K context, 2 sequences", "max_model_len": 4096,
              "max_num_seqs": 2},
     "batch": {"description": "demo batch: 1K context, 16 sequences", "max_model_len": 1024, "max_num_seqs": 16},
-    # two CPU workers (one core per rank at least, bound by backend/cpu_bind.py) that all-reduce every
+    # two CPU workers (one core per rank at least, bound by backend/server/cpu_bind.py) that all-reduce every
     # layer over gloo, as a 3090 pair does over PCIe: the two-worker paths, seen on a laptop (docs/tp2.md)
     "tp2": {"description": "two workers: tensor parallel 2 on vLLM's CPU build (one core per rank)",
             "tensor_parallel_size": 2},

@@ -106,7 +106,7 @@ def monitor_for(settings: Settings) -> Any:
     if settings.planner_cfg.device == "cpu":
         return None
     from backend.gpu import GpuMonitor  # NVML only for a GPU run
-    from backend.orphans import configured_gpus
+    from backend.server.orphans import configured_gpus
 
     return GpuMonitor(configured_gpus(settings.env))
 

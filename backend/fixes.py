@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.logparse.diagnose import CPU_KV, cpu_utilization_floor
-from backend.ports import probe_bind
+from backend.server.ports import probe_bind
 from backend.settings import Settings, save_setting
 
 GiB = 1 << 30
@@ -255,8 +255,8 @@ def _numa(failure: Mapping[str, Any], settings: Settings, facts: Facts) -> tuple
     tp = int(settings.server_cfg.tensor_parallel_size or 1) * int(settings.server_cfg.pipeline_parallel_size or 1)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     bind = cpu_binding(tp, cores)
-    try:  # the launch's own binding (issue 25's backend/cpu_bind.py) where this checkout has it
-        from backend import cpu_bind  # type: ignore[attr-defined, unused-ignore]
+    try:  # the launch's own binding (issue 25's backend/server/cpu_bind.py) where this checkout has it
+        from backend.server import cpu_bind  # type: ignore[attr-defined, unused-ignore]
 
         bind = cpu_bind.binding(cores, tp) if len(cores) >= tp >= 1 else None
     except ImportError:

@@ -57,7 +57,7 @@ def server_pids(server_pid: int | None) -> list[int]:
     """The API server and its descendants (engine core, workers), sorted."""
     if not server_pid:
         return []
-    from backend import procs  # psutil: only once a sample is taken
+    from backend.server import procs  # psutil: only once a sample is taken
 
     return sorted({server_pid, *procs.descendants(server_pid)})
 
@@ -104,7 +104,7 @@ def sample(supervisor_pid: int | None = None, server_pid: int | None = None,
         _last_cpu = now_cpu  # else no clock tick since: keep the old mark so the next window is longer
     pids = ([supervisor_pid] if supervisor_pid else []) + [p for p in server_pids(server_pid) if p != supervisor_pid]
     shown: list[ProcMem] = []
-    from backend import procs  # with psutil: only once a sample is taken
+    from backend.server import procs  # with psutil: only once a sample is taken
 
     for pid in pids[:PROCS_MOST]:
         info = procs.process_info(pid)  # its role from the full command line, its RSS

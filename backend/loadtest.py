@@ -554,8 +554,8 @@ def cli_inputs(settings: Settings, cfg: Any, err: Any) -> tuple[Any, dict[str, A
     """What `bench` and `bench --sweep` read before a run: cfg checked (None after a one-line message
     on err when it is off: the caller exits 2), then (the server's status, the ledger's plan) for the
     prediction. The state file is a hint, never a reason to fail: its status is None when unreadable."""
-    from backend import supervisor_client  # the CLI entry only: the console's screens do not need them
-    from backend.ledger import plan_for_console
+    from backend.ledger import plan_for_console  # the CLI entry only: the console's screens do not need them
+    from backend.server import client as supervisor_client
 
     try:
         cfg.check()

@@ -352,7 +352,7 @@ class Recorder:
 
 
 def attach(sup: Any) -> Recorder:
-    """The recorder of one supervisor (backend/supervisor.py), started: its settings, state dir and GPUs."""
+    """The recorder of one supervisor (backend/server/supervisor.py), started: its settings, state dir and GPUs."""
     console = sup.settings.console_cfg
     rec = Recorder(sup.state_path.parent, lambda: (sup.state, sup.settings.base_url),
                    interval_s=float(console.history_interval_s or 5.0),

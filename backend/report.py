@@ -25,19 +25,21 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from backend import stacks, statefile, supervisor_client
+from backend import stacks
 from backend.doctor import Env, run_checks
 from backend.doctor.context import site_dirs
 from backend.doctor.cuda_libs import _field, _metadata, detect
 from backend.gpu import GpuMonitor
-from backend.launch import build_launch, detect_install, python_for
 from backend.ledger.adapter import LedgerInputError, gpus_from_monitor, plan_from_settings
 from backend.ledger.cli import detect_vllm_version, format_table
 from backend.logparse import Failure, Figure, LogParser
-from backend.orphans import configured_gpus
 from backend.redact import Redactor
+from backend.server import client as supervisor_client
+from backend.server import statefile
+from backend.server.launch import build_launch, detect_install, python_for
+from backend.server.orphans import configured_gpus
+from backend.server.status import FAILING, in_group
 from backend.settings import SCHEMA, Settings
-from backend.status import FAILING, in_group
 
 EXCERPT_MAX = 160  # log lines in the report, all blocks together
 TRACEBACK_MAX = 90  # lines of the first error's block

@@ -22,6 +22,7 @@ from backend import demo as demo_model
 from backend import paths
 from backend.errors import ConfigError
 from backend.profile_overlays import overlay_of
+from backend.server.status import RUNNING, in_group
 from backend.settings import (
     SCHEMA,
     Key,
@@ -35,7 +36,6 @@ from backend.settings import (
     save_setting,
     type_name,
 )
-from backend.status import RUNNING, in_group
 
 _MISSING = object()
 # A secret key (its spec says so) is shown masked: never drawn on the screen, put in the editor or in a message.

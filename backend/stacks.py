@@ -1,4 +1,4 @@
-"""Stack dumps of the server's processes, for a start that hangs (backend/watchdog.py says when).
+"""Stack dumps of the server's processes, for a start that hangs (backend/server/watchdog.py says when).
 
 py-spy (`pip install 'qwen-tui[debug]'`; it ships as a wheel) reads every thread's Python stack from
 outside the process, without stopping or changing it. Without py-spy, what the kernel says of each
@@ -99,7 +99,7 @@ def dump(pids: list[int], log_path: str | None = None, timeout: float = TIMEOUT_
 
 def server_pids(state: dict[str, Any]) -> list[int]:
     """The supervised server's processes: its process group (API server, engine, workers)."""
-    from backend import procs  # psutil: only when a dump is asked for
+    from backend.server import procs  # psutil: only when a dump is asked for
 
     pgid = state.get("pgid")
     return sorted(procs.group_members(pgid)) if pgid else []

@@ -40,7 +40,7 @@ def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 async def one_run(start_timeout: float) -> dict[str, float]:
-    from backend import supervisor_client as client_mod
+    from backend.server import client as client_mod
     from backend.settings import load
     from backend.spawn import Origin
     from tui.app import QwenApp

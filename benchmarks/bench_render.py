@@ -112,8 +112,8 @@ async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dic
     from textual import events
     from textual.widgets import Input
 
+    from backend.server.client import Poll
     from backend.settings import load
-    from backend.supervisor_client import Poll
     from tui.app import make_app
     from tui.widgets.chat_pane import ChatPane
     from tui.widgets.reply import ReplyView

@@ -23,7 +23,7 @@ class StoppedServer:
     """The console's client when no server runs (the probe needs no vLLM)."""
 
     def poll(self):
-        from backend.supervisor_client import Poll
+        from backend.server.client import Poll
 
         return Poll(state={"state": "stopped"})
 

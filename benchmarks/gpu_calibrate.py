@@ -154,7 +154,8 @@ def one(name: str, sets: list[str], out: Path) -> dict:
     rc, served, err = cli_json(*setv, "serve", "--detach", "--wait", "360")
     ready_s = round(time.time() - t0, 1)
     peak = nvml_memory()
-    from backend import statefile, supervisor_client
+    from backend.server import client as supervisor_client
+    from backend.server import statefile
 
     st = supervisor_client.status()
     log_path = st.get("log_path")

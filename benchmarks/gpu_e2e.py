@@ -79,7 +79,7 @@ def smi_used_mib() -> list[int]:
 
 
 def status() -> dict:
-    from backend import supervisor_client
+    from backend.server import client as supervisor_client
 
     return supervisor_client.status().to_dict()  # a plain dict: the record is written as JSON
 
@@ -96,9 +96,9 @@ def wait_state(want: tuple[str, ...], timeout: float) -> dict:
 async def console_probe(out: Path) -> dict:
     """The real console, headless, attached to the live server with the real NVML."""
     from backend.gpu import GpuMonitor
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
 
     gpus = GpuMonitor(start=False)  # as the console makes it (tui/entry.py): opened after the first frame
@@ -119,7 +119,7 @@ async def console_probe(out: Path) -> dict:
 
 
 def kill9_and_watch(run: Run) -> None:
-    from backend import orphans
+    from backend.server import orphans
 
     st = status()
     api, sup = st.get("pid"), st.get("supervisor_pid")
@@ -213,7 +213,7 @@ def main(out: Path) -> int:
     run.check("gpu_empty_at_end", used and max(used) == 0, {"smi_used_mib": used})
     run.record["seconds"] = round(time.time() - run.t0, 1)
     run.save()
-    from backend import statefile
+    from backend.server import statefile
 
     with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
         tar.add(statefile.logs_dir(), arcname="logs")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from backend import orphans, procs  # noqa: E402
 from backend.gpu import GpuMonitor  # noqa: E402
+from backend.server import orphans, procs  # noqa: E402
 
 MIB = 2**20
 

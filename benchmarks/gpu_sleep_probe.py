@@ -92,7 +92,7 @@ class Probe:
         return total
 
     def pack_logs(self) -> None:
-        from backend import statefile
+        from backend.server import statefile
 
         logs = statefile.logs_dir()
         try:

@@ -90,7 +90,7 @@ def cross_checks(mon: GpuMonitor) -> dict[str, Any]:
 
 def procs_scan() -> dict[str, Any] | None:
     try:
-        from backend import procs
+        from backend.server import procs
     except ImportError as exc:  # psutil missing on that machine
         return {"error": str(exc)}
     found = procs.find_vllm_processes()

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 ACTIONS = ("stop", "restart", "kill-api", "kill-supervisor", "kill-console")
 CONSOLE = r"""
 import asyncio
-from backend import supervisor_client
+from backend.server import client as supervisor_client
 from backend.spawn import Origin
 from backend.settings import load
 from tui.app import QwenApp

@@ -14,7 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backend import launch, profile_overlays, setting_rows, settings  # noqa: E402
+from backend import profile_overlays, setting_rows, settings  # noqa: E402
+from backend.server import launch  # noqa: E402
 
 OUT = ROOT / "docs" / "settings.md"
 WIDTH = 118

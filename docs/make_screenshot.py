@@ -60,7 +60,7 @@ class RecordedFeed:
         self.sent = False
 
     def poll(self):
-        from backend.supervisor_client import Poll
+        from backend.server.client import Poll
 
         first, self.sent = not self.sent, True
         return Poll(state=self.state, lines=self.lines if first else [], new_log=first, parsed=self.parsed,

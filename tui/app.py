@@ -15,8 +15,8 @@ from textual.app import App
 from textual.worker import Worker
 
 from backend import daemon_threads
+from backend.server.status import RUNNING, ServerState
 from backend.settings import Settings
-from backend.status import RUNNING, ServerState
 from tui.screens.main import MainScreen
 from tui.themes import register_themes
 from tui.worker_errors import install as report_worker_errors

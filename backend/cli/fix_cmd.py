@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from backend.cli.options import load_settings
-from backend.status import FAILING, ServerState
+from backend.server.status import FAILING, ServerState
 
 
 def _print_json(obj: Any) -> None:
@@ -64,8 +64,9 @@ def record(prop: Any, path: Any) -> None:
 
 def cmd_fix(args: argparse.Namespace, wait_ready: Callable[[float, bool], int] | None = None) -> int:
     """`wait_ready`: serve --detach --wait's wait (backend/cli/commands.py passes its own)."""
-    from backend import fixes, spawn, supervisor_client  # start-up: a subcommand imports only what it runs
+    from backend import fixes, spawn  # start-up: a subcommand imports only what it runs
     from backend.errors import ConfigError
+    from backend.server import client as supervisor_client  # start-up: a subcommand imports only what it runs
 
     if args.wait < 0 or (args.wait and not args.yes):
         print("qwen-tui: fix: --wait goes with --yes and is 0 or more seconds", file=sys.stderr)

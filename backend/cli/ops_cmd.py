@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from backend import statefile
+from backend.server import statefile
 
 
 def _print_json(obj: Any) -> None:

@@ -16,7 +16,8 @@ def stacks_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
-    from backend import stacks, statefile  # start-up: a subcommand imports only what it runs
+    from backend import stacks  # start-up: a subcommand imports only what it runs
+    from backend.server import statefile  # start-up: a subcommand imports only what it runs
 
     state = statefile.read() or {}
     pids = args.pid or stacks.server_pids(state)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from backend import statefile
+from backend.server import statefile
 from backend.settings import Settings
 
 
@@ -15,9 +15,9 @@ def _err(msg: str) -> None:
 
 
 def _adoption() -> tuple[dict[str, Any] | None, int | None]:
-    """A dead supervisor's server that still runs: (its state, None) when backend.adopt proves it
+    """A dead supervisor's server that still runs: (its state, None) when backend.server.adopt proves it
     is this state dir's, (None, 1) when it cannot (said, with the fix), (None, None) when none runs."""
-    from backend import adopt  # start-up: a subcommand imports only what it runs
+    from backend.server import adopt  # start-up: a subcommand imports only what it runs
 
     data, _ = statefile.read_checked()
     proof = adopt.prove(data)

@@ -46,7 +46,7 @@ from backend.doctor.host_checks import (
 )
 from backend.doctor.key_checks import check_security
 from backend.hf_cache import hf_cache_root
-from backend.ports import listening_pids, probe_bind
+from backend.server.ports import listening_pids, probe_bind
 from backend.settings import Settings
 
 __all__ = [

@@ -13,10 +13,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
-from backend.launch import VllmInstall, detect_install, python_for
-from backend.ports import listening_pids, probe_bind
+from backend.server.launch import VllmInstall, detect_install, python_for
+from backend.server.ports import listening_pids, probe_bind
+from backend.server.status import HAS_PROCESS, in_group
 from backend.settings import Settings
-from backend.status import HAS_PROCESS, in_group
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -55,7 +55,7 @@ _last_scan: list[Any] = []
 def _scan(settings: Settings, monitor: Any) -> Any:
     import time  # only for this check: `doctor` runs each check on its own
 
-    from backend import orphans  # only for this check: `doctor` runs each check on its own
+    from backend.server import orphans  # only for this check: `doctor` runs each check on its own
 
     if _last_scan and _last_scan[0] is settings and _last_scan[1] is monitor and \
             time.monotonic() - _last_scan[2] < 3.0:
@@ -66,17 +66,17 @@ def _scan(settings: Settings, monitor: Any) -> Any:
 
 
 def scan_processes(settings: Settings, monitor: Any) -> list[Any]:
-    """Orphans: vLLM and GPU processes that no live qwen-tui supervisor runs (backend.orphans)."""
+    """Orphans: vLLM and GPU processes that no live qwen-tui supervisor runs (backend.server.orphans)."""
     return list(_scan(settings, monitor).orphans)
 
 
 def team_servers(settings: Settings, monitor: Any) -> list[Any]:
-    """Other live supervisors' servers (teammates', any state dir or user): backend.owners.TeamServer."""
+    """Other live supervisors' servers (teammates', any state dir or user): backend.server.owners.TeamServer."""
     return list(_scan(settings, monitor).servers)
 
 
 def server_status() -> Mapping[str, Any]:
-    from backend import supervisor_client  # only for this check: `doctor` runs each check on its own
+    from backend.server import client as supervisor_client  # only for this check: `doctor` runs each check on its own
 
     return supervisor_client.status()
 

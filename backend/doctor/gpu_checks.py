@@ -8,8 +8,8 @@ from typing import Any
 
 from backend.doctor import cuda_libs
 from backend.doctor.context import COVERED, DTYPE_FIX, P2P_FIX, UNEXPLAINED_USED, Check, Context, cc_text, gib, plural
-from backend.launch import build_launch
-from backend.procs import ProcInfo
+from backend.server.launch import build_launch
+from backend.server.procs import ProcInfo
 
 
 # -- 1. vLLM ----------------------------------------------------------------------------------------

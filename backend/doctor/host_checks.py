@@ -9,7 +9,7 @@ from pathlib import Path
 from backend.doctor.context import SHM_FAIL, SHM_FIX, SHM_WARN, Check, Context, GiB, MiB, gb, gib, plural
 from backend.hf_cache import hf_cache_root
 from backend.hf_cache import snapshot as _snapshot
-from backend.status import FAILING, HAS_PROCESS, in_group
+from backend.server.status import FAILING, HAS_PROCESS, in_group
 
 
 # -- 8. /dev/shm -------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from backend.doctor.context import Context, Env
-from backend.launch import python_for
+from backend.server.launch import python_for
 from backend.settings import Settings
 
 CHILD = Path(__file__).with_name("p2p_child.py")

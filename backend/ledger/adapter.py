@@ -14,11 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from backend import cpu_bind, paths
+from backend import paths
 from backend.ledger import cpu_model, learned, overheads
 from backend.ledger.core import Card, Ledger, PlanParams, plan
 from backend.ledger.safetensors_count import count_dir
 from backend.ledger.shapes import ModelShape, from_config, lookup
+from backend.server import cpu_bind
 from backend.settings import Settings
 
 GiB = overheads.GiB
@@ -268,7 +269,7 @@ def plan_for_console(settings: Settings, monitor: Any = None) -> tuple[dict[str,
     The running server's own memory is not held against it (check_free=False).
     """
     # only for the CLI or a real install: plan() stays a pure function
-    from backend.launch import detect_install, python_for
+    from backend.server.launch import detect_install, python_for
 
     try:
         gpus = gpus_from_monitor(monitor, with_free=False)

@@ -34,7 +34,7 @@ def detect_vllm_version(settings: Settings) -> str | None:
     """The vLLM version the server's interpreter has (package metadata; no import of vllm)."""
     try:
         # only for the CLI or a real install: plan() stays a pure function
-        from backend.launch import detect_install, python_for
+        from backend.server.launch import detect_install, python_for
 
         return detect_install(python_for(settings)).version
     except Exception:  # the launcher's module missing or failing must not break planning

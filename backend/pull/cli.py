@@ -133,7 +133,7 @@ def summary_text(r: dict[str, Any]) -> str:
 
 def _watch(cancel: threading.Event, parent: int, detached: threading.Event) -> None:
     """Cancel when the console that started this pull is gone, unless it asked us to keep going."""
-    from backend import statefile  # only when a pull runs: the hub clients are slow to import
+    from backend.server import statefile  # only when a pull runs: the hub clients are slow to import
 
     born = statefile.create_time(parent)
     while not cancel.is_set():
@@ -145,7 +145,7 @@ def _watch(cancel: threading.Event, parent: int, detached: threading.Event) -> N
 
 def spawn(argv: list[str]) -> tuple[int, Path]:
     """Start a pull's command line (backend/spawn.py writes it) in its own session; its output goes to a log."""
-    from backend import statefile  # only when a pull runs: the hub clients are slow to import
+    from backend.server import statefile  # only when a pull runs: the hub clients are slow to import
 
     statefile.ensure_private_dirs()
     log = statefile.logs_dir() / f"pull-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"

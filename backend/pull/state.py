@@ -1,6 +1,6 @@
 """The running pull's state file, `<state dir>/pull.json`, like the supervisor's `server.json`.
 
-The pull process writes it (atomic, 0600, through backend.statefile.write) at each phase and about
+The pull process writes it (atomic, 0600, through backend.server.statefile.write) at each phase and about
 twice a second while downloading: who it is (pid, its start time, command line), what it pulls, the
 progress snapshot, whether it is detached (keeps going without a console) and, at the end, the
 result. A console reads it to show a pull that a previous console (or `pull --detach`) started.
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backend import paths, statefile
+from backend import paths
+from backend.server import statefile
 
 FINAL = ("done", "failed", "cancelled")
 

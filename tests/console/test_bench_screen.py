@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with, bench_dialog_on_a_closed_port, wait_until
 from tui.screens.main import MainScreen
 

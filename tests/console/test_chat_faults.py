@@ -8,7 +8,7 @@ import pytest
 from textual.widgets import Static
 
 from backend.chat import ChatError, stream_chat
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with, wait_until
 from tests.helpers.fault_server import FaultServer
 from tui.widgets.chat_pane import ChatPane

@@ -14,7 +14,7 @@ import httpx
 from textual.widgets import Static
 
 from backend.chat import connect_error, cut_error
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers import ROOT
 from tests.helpers.console import app_with, wait_until
 from tui.widgets.chat_pane import ChatPane

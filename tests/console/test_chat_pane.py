@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import Input, Static, TabbedContent
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with, closed_port, wait_until
 from tui.widgets.chat_pane import ChatPane
 

@@ -10,8 +10,8 @@ import pytest
 
 from backend.cluster import router as rt
 from backend.cluster.config import load_cluster
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.cluster import cluster_toml, router_bin, wait_for
 from tests.helpers.console import PARSED, ScriptedClient
 from tests.helpers.stub_openai import StubServer

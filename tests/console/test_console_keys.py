@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import PARSED, READY, app_with, wait_until
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.main import MainScreen

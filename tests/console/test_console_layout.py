@@ -8,7 +8,7 @@ import io
 import pytest
 from rich.console import Console
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers import ROOT
 from tests.helpers.console import PARSED, READY, app_with, wait_until
 from tui.widgets.figure_strip import FigureStrip

@@ -22,7 +22,7 @@ ROOT = str(ROOT_PATH)
 
 FAKE_SUPERVISOR = r"""
 import os, signal, sys, time
-from backend import statefile
+from backend.server import statefile
 
 me = os.getpid()
 base = {"supervisor_pid": me, "supervisor_create_time": statefile.create_time(me),
@@ -59,7 +59,7 @@ def _env(home) -> dict:
 @pytest.fixture
 def supervisor(home):
     """A stand-in supervisor that says READY; its stop takes 20 s."""
-    from backend import statefile
+    from backend.server import statefile
 
     # titled like a supervisor (`-m backend.cli serve` in its argv): the state file names it, and is trusted
     proc = subprocess.Popen([sys.executable, "-c", FAKE_SUPERVISOR, "20", "-m", "backend.cli", "serve"], cwd=ROOT,

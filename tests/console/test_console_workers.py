@@ -3,7 +3,7 @@ panels on the CPU build), and as rows of the figures panel when the side column 
 
 from __future__ import annotations
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import PARSED, READY, app_with, wait_until
 from tui.widgets.figure_strip import FigureStrip, strip_text
 from tui.widgets.figures_panel import FiguresPanel

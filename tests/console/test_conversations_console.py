@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from textual.widgets import DataTable, Input, Static
 
 from backend.conversation_store import Store
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with, wait_until
 from tests.helpers.fault_server import FaultServer
 from tui.widgets.chat_pane import ChatPane

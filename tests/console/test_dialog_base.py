@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 import tui.screens
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.console.test_console_layout import region_text
 from tests.helpers.console import app_with, wait_until
 from tui.screens.dialog import Dialog

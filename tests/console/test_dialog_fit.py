@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Label
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.console.test_console_layout import region_text
 from tests.helpers.console import PARSED, READY, app_with, bench_dialog_on_a_closed_port, wait_until
 
@@ -168,7 +168,7 @@ async def test_in_the_chat_esc_closes_the_keys_panel_not_the_reply_nor_the_chat(
 
 
 def _pushed():
-    from backend import orphans
+    from backend.server import orphans
     from tests.helpers.console import ScriptedClient
     from tui.screens.context_fit import ContextFitScreen
     from tui.screens.exposure import ExposureScreen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with, wait_until
 from tui.screens.doctor import DoctorScreen
 from tui.screens.main import MainScreen

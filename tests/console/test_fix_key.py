@@ -4,8 +4,8 @@ verdict; f saves it into the config file in use (comments kept) and restarts; a 
 
 from __future__ import annotations
 
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.console import ScriptedClient, wait_until
 from tui.app import make_app
 from tui.widgets.failure_banner import FailureBanner

@@ -4,10 +4,10 @@ from the ones nobody owns."""
 
 from __future__ import annotations
 
-from backend import orphans
 from backend.gpu import GpuMonitor
+from backend.server import orphans
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.console import ScriptedClient, wait_until
 from tests.helpers.nvml_fake import FakeNvml
 from tests.helpers.procs import VLLM_LIKE

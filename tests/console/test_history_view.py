@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from backend import recorder, statefile
-from backend.supervisor_client import Poll
+from backend import recorder
+from backend.server import statefile
+from backend.server.client import Poll
 from tests.console.test_console_layout import region_text
 from tests.helpers.console import READY, app_with, wait_until
 from tui.screens.history import SERIES, HistoryScreen, spark

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.console.test_console_layout import region_text
 from tests.helpers.console import PARSED, READY, app_with, wait_until
 from tui.widgets.host_panel import HostPanel

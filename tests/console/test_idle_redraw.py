@@ -3,7 +3,7 @@ Fed by the SCRIPTED client of test_tui (no server)."""
 
 from __future__ import annotations
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with
 from tui.widgets.figure_strip import FigureStrip
 from tui.widgets.figures_panel import FiguresPanel

@@ -1,8 +1,8 @@
-"""The status bar says when the idle timer put the server to sleep (the supervisor's detail, backend/idle_sleep.py)."""
+"""The status bar says when the idle timer put the server to sleep (the supervisor's detail, server/idle_sleep.py)."""
 
 from __future__ import annotations
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import READY, app_with, wait_until
 from tui.widgets.status_bar import StatusBar
 

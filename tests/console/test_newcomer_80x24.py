@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Input, Static
 
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import PARSED, READY, app_with, wait_until
 from tui.screens.pull import PullScreen
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
-from backend import orphans
-from backend.supervisor_client import Poll
+from backend.server import orphans
+from backend.server.client import Poll
 from tests.helpers.console import NoNvml, app_with, wait_until
 from tests.helpers.procs import VLLM_LIKE, alive
 from tui.screens.main import MainScreen

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from textual.widgets import OptionList
 
+from backend.server.client import Poll
 from backend.settings import load
 from backend.spawn import Origin
-from backend.supervisor_client import Poll
 from tests.helpers.console import READY, ScriptedClient, wait_until
 from tui.app import make_app
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, ProgressBar
 
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.console import ScriptedClient, wait_until
 from tests.helpers.hub_mirror import HubMirror, make_sharded_model
 from tui.app import make_app
@@ -143,8 +143,8 @@ async def test_doctor_offers_g_for_a_repo_id_not_downloaded(tmp_path, qhome, mon
 async def test_a_running_pull_is_said_at_start(qhome, tmp_path):
     """The pull check runs after the console's first frame (its imports are kept off the start):
     it still runs, and says so once."""
-    from backend import statefile
     from backend.pull import state as pull_state
+    from backend.server import statefile
 
     fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "qwen-tui", "pull", REPO])
     try:

@@ -3,8 +3,8 @@ server to sleep and wakes a sleeping one, through the client (a scripted one her
 
 from __future__ import annotations
 
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.console import PARSED, READY, ScriptedClient, wait_until
 from tui.app import make_app
 from tui.screens.report import ReportScreen

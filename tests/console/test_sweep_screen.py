@@ -9,7 +9,7 @@ import httpx
 from textual.widgets import DataTable
 
 from backend import sweep
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with, bench_dialog_on_a_closed_port, wait_until
 from tests.helpers.sweep import FakeScheduler
 from tui.screens.sweep import SweepScreen

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.console import PARSED, READY, ScriptedClient, app_with, wait_until
 from tui.app import make_app
 from tui.screens.quit import QuitScreen

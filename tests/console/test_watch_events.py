@@ -4,7 +4,7 @@ settings; the footer says watch mode), the events view (j) and the status bar's 
 from __future__ import annotations
 
 from backend import events
-from backend.supervisor_client import Poll
+from backend.server.client import Poll
 from tests.helpers.console import app_with, wait_until
 from tui.screens.events import WATCH_BLOCKED, EventsScreen
 from tui.screens.main import MainScreen

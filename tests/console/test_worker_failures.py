@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from textual.widgets._toast import Toast
 
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.console import NoNvml, ScriptedClient, app_with, wait_until
 from tui.app import make_app
 

@@ -30,7 +30,7 @@ START_S = 600  # a demo start on one core while the other box warms up
 
 
 def vllm_processes() -> list[psutil.Process]:
-    from backend import procs
+    from backend.server import procs
 
     return procs.find_vllm_processes()
 
@@ -93,8 +93,8 @@ def _chat(client: httpx.AsyncClient, url: str):
 
 
 async def test_two_demo_boxes_behind_the_router_a_killed_engine_goes_unhealthy_and_back(demo_cluster):
+    from backend.server.client import Poll
     from backend.settings import load
-    from backend.supervisor_client import Poll
     from tests.helpers.console import PARSED, ScriptedClient
     from tui.app import make_app
     from tui.screens.cluster import ClusterScreen

@@ -28,9 +28,9 @@ def server(tmp_path_factory, vllm_lock):
 
 
 def _app():
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
 
     return make_app(load(demo=True), ServerClient(Origin(demo=True)))

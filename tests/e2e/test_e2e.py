@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 
 def vllm_processes() -> list[psutil.Process]:
-    from backend import procs
+    from backend.server import procs
 
     return procs.find_vllm_processes()
 
@@ -96,9 +96,9 @@ def test_bench_against_the_real_server(server):
 
 async def test_new_console_reattaches_with_the_earlier_log(server):
     """The `serve --detach` front process is long gone; a new console attaches and shows READY."""
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.log_pane import LogPane
     from tui.widgets.status_bar import StatusBar
@@ -119,9 +119,9 @@ async def test_console_chat_streams_a_reply_with_its_figures(server):
     and the measured tok/s reaches the ledger panel beside the ceiling."""
     from textual.widgets import Static
 
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.chat_pane import ChatPane
 
@@ -154,9 +154,9 @@ async def test_console_chat_streams_a_reply_with_its_figures(server):
 async def test_console_load_test_against_the_real_server(server):
     """b runs the load test from the console: progress, then the figures beside the prediction."""
     from backend.loadtest import BenchConfig
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.screens.bench import BenchScreen
 
@@ -226,7 +226,7 @@ def test_kill_9_api_process_fails_cleans_orphans_and_restarts(server):
         return all(not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE
                    for p in children)
     wait_for(orphans_gone, 60, what="orphaned EngineCore/Worker to be cleaned up")
-    from backend import procs
+    from backend.server import procs
     assert procs.group_members(pgid) == []
     st = wait_state({"backoff", "starting", "ready"}, 10)
     st = wait_state({"ready"}, START_TIMEOUT)
@@ -240,7 +240,7 @@ def test_stop_leaves_no_process(server):
     assert r.returncode == 0, r.stderr
     assert "stopped in" in r.stdout
     assert status()["state"] == "stopped"
-    from backend import procs
+    from backend.server import procs
     assert procs.group_members(pgid) == []
     assert vllm_processes() == []
 

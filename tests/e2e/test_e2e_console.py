@@ -22,9 +22,9 @@ def demo_home(tmp_path, vllm_lock):
 
 
 async def test_stop_and_start_again_from_the_console(demo_home):
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.screens.confirm import ConfirmScreen
     from tui.screens.orphans import OrphanScreen

@@ -20,9 +20,9 @@ def _cmdline(pid: int) -> list[str]:
 
 async def test_a_demo_setting_edited_from_e_reaches_the_server_after_r(tmp_path, vllm_lock, monkeypatch):
     from backend import demo
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tests.helpers.settings_screen import edit, message, open_at
     from tui.app import make_app
     from tui.screens.main import MainScreen

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_fix_yes_turns_a_failing_config_into_a_ready_server(tmp_path, vllm_lock):
-    from backend import demo, procs
+    from backend import demo
+    from backend.server import procs
     from tests.helpers.console import closed_port
 
     with qwen_home(tmp_path / "home"):

@@ -19,11 +19,11 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory, vllm_lock):
-    from backend import procs
+    from backend.server import procs
 
     home = tmp_path_factory.mktemp("e2e-key-home")
     with qwen_home(home):
-        from backend import owners
+        from backend.server import owners
 
         assert not owners.start_blockers("127.0.0.1", 8011), "port 8011 is taken"
         keyfile = home / "api_key"
@@ -69,9 +69,9 @@ def test_the_cli_chats_with_the_key_and_without_it_is_told_the_fix(keyed):
 async def test_the_console_chats_with_the_key(keyed):
     from textual.widgets import Static
 
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import origin_of
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.chat_pane import ChatPane
 

@@ -19,7 +19,8 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from backend import history, idle_sleep, procs, recorder
+from backend import history, recorder
+from backend.server import idle_sleep, procs
 from tests.helpers.e2e import START_TIMEOUT, cli, kill_left_vllm, qwen_home, wait_for, wait_state
 
 pytestmark = pytest.mark.e2e
@@ -149,7 +150,7 @@ def test_bench_404_kill_9_restart_are_recorded(server):
 
 
 async def test_console_history_view_shows_them_at_80x24(server):
-    from backend.supervisor_client import Poll
+    from backend.server.client import Poll
     from tests.helpers.console import READY, app_with, wait_until
     from tui.screens.history import HistoryScreen
 
@@ -179,6 +180,6 @@ def cli_status() -> dict:
 
 
 def _state_dir() -> Path:
-    from backend import statefile
+    from backend.server import statefile
 
     return statefile.state_path().parent

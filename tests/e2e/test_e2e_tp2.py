@@ -29,7 +29,7 @@ def _gone(pids: list[int]) -> bool:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, vllm_lock):
-    from backend import procs
+    from backend.server import procs
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("TP=2 on the CPU build needs two usable cores")
@@ -62,9 +62,9 @@ def test_ready_with_two_workers_by_rank_and_both_ranks_figures(server):
 
 
 async def test_the_console_shows_both_workers_at_80x24(server):
+    from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin
-    from backend.supervisor_client import ServerClient
     from tui.app import make_app
     from tui.widgets.figure_strip import FigureStrip
 
@@ -89,7 +89,7 @@ def test_kill_9_of_one_worker_reaps_the_group_and_comes_back_ready(server):
     os.kill(victim, signal.SIGKILL)
     wait_state({"failed", "backoff", "starting"}, 30)
     wait_for(lambda: _gone(group), 60, what="the whole old group (API, engine, both workers) to be reaped")
-    from backend import procs
+    from backend.server import procs
 
     assert procs.group_members(pgid) == []
     st = wait_state({"ready"}, START_TIMEOUT)
@@ -109,7 +109,7 @@ def test_stop_leaves_nothing_and_claims_no_survivor(server):
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["ok"], r.stdout + r.stderr
     assert "stopped in" in out["summary"] and "surviv" not in out["summary"], out
-    from backend import procs
+    from backend.server import procs
 
     assert procs.group_members(pgid) == [] and _gone(workers)
     assert procs.find_vllm_processes() == []
@@ -117,7 +117,7 @@ def test_stop_leaves_nothing_and_claims_no_survivor(server):
 
 def test_a_bad_binding_fails_once_with_the_root_cause(tmp_path, vllm_lock):
     """[server.env] wins over qwen-tui's binding: vLLM's "auto" on a one-node box is the NUMA failure."""
-    from backend import procs
+    from backend.server import procs
 
     with qwen_home(tmp_path / "home"):
         r = cli(*TP2, "--set", "server.env.VLLM_CPU_OMP_THREADS_BIND=auto", "serve", "--detach",

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_after_one_launch_the_next_plan_is_within_1_percent(tmp_path, vllm_lock):
-    from backend import procs
+    from backend.server import procs
 
     assert not procs.find_vllm_processes(), "vLLM processes are already running on this machine"
     first, second = bench.demo_loop(tmp_path / "home")

@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from backend import procs
+from backend.server import procs
 from tests.helpers.e2e import START_TIMEOUT, cli, kill_left_vllm, wait_for
 from tests.helpers.procs import alive
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 from contextlib import asynccontextmanager
 
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tui.app import make_app
 
 
@@ -30,7 +30,7 @@ class ScriptedClient:
         return "started"
 
     def scan_orphans(self, server_env, gpus=None):
-        from backend import orphans
+        from backend.server import orphans
 
         found = self.orphan_scan
         if found is not None:  # what a real scan would now find: the pids still alive
@@ -41,7 +41,7 @@ class ScriptedClient:
         return found or orphans.OrphanScan([], None, "test")
 
     def kill_orphans(self, pids, found, gpus=None):
-        from backend import orphans
+        from backend.server import orphans
 
         self.actions.append(f"kill {' '.join(map(str, pids))}")
         return orphans.kill(pids, found)  # real: the test's own titled processes

@@ -10,7 +10,7 @@ import pytest
 
 from backend.doctor import Check, Context, Env
 from backend.gpu import GpuMonitor
-from backend.launch import VllmInstall
+from backend.server.launch import VllmInstall
 from backend.settings import Settings, defaults
 from tests.helpers.nvml_fake import FakeNvml, load_snapshot
 

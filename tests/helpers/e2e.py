@@ -77,7 +77,7 @@ def kill_left_vllm() -> None:
     """SIGKILL every vLLM process still on this machine (a test's cleanup, whatever failed before it)."""
     import signal
 
-    from backend import procs
+    from backend.server import procs
 
     for p in procs.find_vllm_processes():
         try:
@@ -91,7 +91,7 @@ def demo_server(home: Path, timeout: float = START_TIMEOUT) -> Iterator[dict]:
     """The real vLLM CPU demo server under `home` (`--demo serve --detach`), READY; yields its
     `status --json`. On the way out: `stop`, then kill any vLLM process left (even when a test
     failed). Hold the `vllm_lock` fixture around it: it refuses to start beside a running vLLM."""
-    from backend import procs
+    from backend.server import procs
 
     with qwen_home(home):
         assert not procs.find_vllm_processes(), "vLLM processes are already running on this machine"

@@ -18,7 +18,7 @@ def start_fake_supervisor(tmp_path, home=None, **popen_kw):
 
     import psutil
 
-    from backend import statefile
+    from backend.server import statefile
 
     pkg = tmp_path / f"fake-supervisor-{len(list(tmp_path.glob('fake-supervisor-*')))}"
     (pkg / "backend" / "cli").mkdir(parents=True)

@@ -8,8 +8,8 @@ import shutil
 import pytest
 from textual.widgets import Input, OptionList, Static
 
+from backend.server.client import Poll
 from backend.settings import load
-from backend.supervisor_client import Poll
 from tests.helpers.console import PARSED, READY, ScriptedClient, wait_until
 from tui.app import make_app
 from tui.screens.settings import SettingsScreen

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from backend import procs
-from backend.supervisor import Supervisor
+from backend.server import procs
+from backend.server.supervisor import Supervisor
 
 GIB = 2**30
 

@@ -13,20 +13,21 @@ import time
 
 import pytest
 
-from backend import adopt, statefile, supervisor_client
-from backend.launch import Launch, VllmInstall
+from backend.server import adopt, statefile
+from backend.server import client as supervisor_client
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor
 from backend.settings import load
 from backend.spawn import Origin
-from backend.supervisor import Supervisor
 from tests.helpers.procs import alive
 from tests.helpers.supervisor import STAND_IN, until
 
 RUN = """
 import asyncio, sys
-from backend.launch import Launch, VllmInstall
+from backend.server.launch import Launch, VllmInstall
 from backend.spawn import Origin
 from backend.settings import load
-from backend.supervisor import Supervisor
+from backend.server.supervisor import Supervisor
 from tests.helpers.supervisor import STAND_IN
 settings = load(None, overrides=["console.stop_timeout=5", "server.port=1"])
 launch = Launch([sys.executable, "-c", STAND_IN], {}, VllmInstall(None, None, sys.executable), [])

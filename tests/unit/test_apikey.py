@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from backend import apikey, supervisor_client
+from backend import apikey
 from backend import settings as S
 from backend.cli import main
-from backend.launch import Launch, VllmInstall, build_launch
+from backend.server import client as supervisor_client
+from backend.server.launch import Launch, VllmInstall, build_launch
+from backend.server.supervisor import Supervisor
 from backend.setting_rows import apply_edit, build_rows
-from backend.supervisor import Supervisor
 
 KEY = "sk-qwen-tui-test-0123456789"
 
@@ -176,7 +177,7 @@ def test_doctor_warns_about_exposure_and_readable_key_files(qhome, keyfile):
 
 
 async def test_the_console_asks_before_starting_reachable_without_a_key(qhome):
-    from backend.supervisor_client import Poll
+    from backend.server.client import Poll
     from tests.helpers.console import app_with, wait_until
     from tui.screens.exposure import ExposureScreen
     from tui.screens.main import MainScreen

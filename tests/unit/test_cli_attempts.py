@@ -8,9 +8,10 @@ import os
 import subprocess
 import sys
 
-from backend import statefile, supervisor_client
 from backend.cli import commands
-from backend.status import ServerStatus
+from backend.server import client as supervisor_client
+from backend.server import statefile
+from backend.server.status import ServerStatus
 from tests.helpers import ROOT
 
 FAIL = {"attempt": 1, "kind": "no_cache_memory", "message": "ValueError: No available memory for the cache blocks.",

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from backend import statefile
+from backend.server import statefile
 from tests.helpers import ROOT
 
 

@@ -8,7 +8,8 @@ import time
 
 import psutil
 
-from backend import statefile, supervisor_client
+from backend.server import client as supervisor_client
+from backend.server import statefile
 
 # a stand-in supervisor: exits on SIGTERM at once
 FAKE_SUPERVISOR = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); time.sleep(60)"

@@ -1,4 +1,4 @@
-"""The CPU build's thread binding at TP>1 (backend/cpu_bind.py) and the demo's tp2 profile."""
+"""The CPU build's thread binding at TP>1 (backend/server/cpu_bind.py) and the demo's tp2 profile."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from backend import cpu_bind
-from backend.launch import VllmInstall, build_launch
+from backend.server import cpu_bind
+from backend.server.launch import VllmInstall, build_launch
 from backend.settings import load
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from backend import doctor
 from backend.doctor import Check, Env
-from backend.launch import VllmInstall
-from backend.procs import ProcInfo, find_vllm_processes
+from backend.server.launch import VllmInstall
+from backend.server.procs import ProcInfo, find_vllm_processes
 from tests.helpers import ROOT
 from tests.helpers.doctor import GiB, MiB, by_name, monitor, no_nvml, run, settings, statvfs
 

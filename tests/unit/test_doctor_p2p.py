@@ -12,7 +12,7 @@ import pytest
 
 from backend.cli import main
 from backend.doctor import p2p
-from backend.launch import VllmInstall
+from backend.server.launch import VllmInstall
 from tests.helpers.doctor import monitor, settings
 
 pytest.importorskip("torch.distributed")

@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 from backend import events
-from backend.launch import Launch, VllmInstall
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor
 from backend.setting_rows import Edit, save_edit
 from backend.settings import load
-from backend.supervisor import Supervisor
 from tests.helpers.supervisor import STAND_IN, until
 
 
@@ -74,7 +74,7 @@ async def test_the_supervisor_journals_the_launch_and_the_stop(qhome):
 
 
 def test_watch_reads_another_owners_state_file_only_when_asked(qhome, monkeypatch):
-    from backend import statefile
+    from backend.server import statefile
 
     statefile.write({"state": "stopped"})
     real = statefile.os.geteuid()

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from backend import supervisor_client
 from backend.cli import main
-from backend.status import ServerState, ServerStatus
+from backend.server import client as supervisor_client
+from backend.server.status import ServerState, ServerStatus
 
 KV = {"kind": "kv_cache_too_small", "fix": "lower server.max_model_len",
       "message": "ValueError: To serve at least one request with the models's max seq len (32768), (0.38 GiB KV "

@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backend import settings as S
-from backend import statefile, supervisor_client
 from backend.cli import main
+from backend.server import client as supervisor_client
+from backend.server import statefile
+from backend.server.status import STATES
 from backend.setting_rows import apply_edit
-from backend.status import STATES
 
 FUZZ = settings(max_examples=int(os.environ.get("QWEN_TUI_FUZZ_EXAMPLES", "150")), deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

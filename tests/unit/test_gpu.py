@@ -195,7 +195,7 @@ def test_p2p_matrix_for_two_pcie_cards() -> None:
 
 
 def test_backend_modules_do_not_import_textual() -> None:
-    code = "import sys, backend.gpu, backend.procs; sys.exit('textual' in sys.modules)"
+    code = "import sys, backend.gpu, backend.server.procs; sys.exit('textual' in sys.modules)"
     root = ROOT
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
 

@@ -1,4 +1,4 @@
-"""Sleep when idle (backend/idle_sleep.py): the timer fed by the flight recorder reading a FAKE /metrics
+"""Sleep when idle (backend/server/idle_sleep.py): the timer fed by the flight recorder reading a FAKE /metrics
 server; the sleep call itself is FAKED (fake_sleep_call below: vLLM's sleep needs a GPU)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import asyncio
 import time
 from types import SimpleNamespace
 
-from backend import history, idle_sleep, recorder
-from backend.launch import build_launch
+from backend import history, recorder
+from backend.server import idle_sleep
+from backend.server.launch import build_launch
 from backend.settings import load
 from tests.helpers.fake_metrics import FakeMetrics
 

@@ -14,7 +14,7 @@ MODULES = sorted(
 
 
 def test_there_are_backend_modules():
-    assert "backend.supervisor" in MODULES and "backend.settings" in MODULES
+    assert "backend.server.supervisor" in MODULES and "backend.settings" in MODULES
 
 
 @pytest.mark.parametrize("module", MODULES)

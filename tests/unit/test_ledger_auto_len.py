@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from backend.errors import ConfigError
-from backend.launch import check_flags
 from backend.ledger import Card, PlanParams, lookup, plan
+from backend.server.launch import check_flags
 from backend.settings import load
 
 H200 = Card("NVIDIA H200", 150754820096, memory_reserved_bytes=644939776, source="nvml")

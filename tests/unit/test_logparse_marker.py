@@ -8,11 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-from backend.launch import Launch, VllmInstall
 from backend.logparse import LogParser, format_summary, launch_marker, parse_marker
 from backend.logparse.cli import run_parse_log
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor
 from backend.settings import load
-from backend.supervisor import Supervisor
 from tests.helpers import FIXTURES
 
 FIXTURES = FIXTURES / "vllm-logs"

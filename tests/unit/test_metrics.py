@@ -75,7 +75,7 @@ async def test_the_console_polls_metrics_through_one_client(qhome, monkeypatch) 
     import socket
 
     from backend import httpclient
-    from backend.supervisor_client import Poll
+    from backend.server.client import Poll
     from tests.helpers.console import app_with, wait_until
     from tui.widgets.metrics_panel import MetricsPanel
 

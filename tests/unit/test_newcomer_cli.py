@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from backend.launch import Launch, VllmInstall
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor, exit_text
 from backend.settings import load
-from backend.supervisor import Supervisor, exit_text
 from tests.helpers import ROOT
 from tests.helpers.fault_server import FaultServer
 from tests.helpers.supervisor import GroupOnGpu
@@ -33,7 +33,7 @@ def test_exit_text_names_the_signal():
 
 
 async def test_a_kill_9_is_said_as_such_and_failed_never_comes_before_backoff(qhome, monkeypatch):
-    import backend.supervisor as sv
+    import backend.server.supervisor as sv
 
     monkeypatch.setattr(sv, "BACKOFF_START_S", 0.05)
     settings = load(None, overrides=["console.stop_timeout=5", "server.port=1", "console.restart_max_failures=2",

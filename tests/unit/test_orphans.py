@@ -1,4 +1,4 @@
-"""backend.orphans: finding processes no supervisor owns, killing only the pids picked, and checking
+"""backend.server.orphans: finding processes no supervisor owns, killing only the pids picked, and checking
 that a stop released the GPU memory. Real processes (titled like vLLM); NVML is a small double
 whose process list follows the real processes: a pid is listed while it is alive."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend import orphans, statefile
+from backend.server import orphans, statefile
 from tests.helpers.console import NoNvml
 from tests.helpers.procs import VLLM_LIKE, alive
 

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from backend import orphans, owners
+from backend.server import orphans, owners
 from tests.helpers.console import NoNvml
 from tests.helpers.fake_supervisor import start_fake_supervisor
 from tests.helpers.procs import VLLM_LIKE, alive

@@ -1,4 +1,4 @@
-"""backend.procs with real processes: small python trees that title themselves like vLLM."""
+"""backend.server.procs with real processes: small python trees that title themselves like vLLM."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 import psutil
 import pytest
 
-from backend import procs
-from backend.procs import StopReport
+from backend.server import procs
+from backend.server.procs import StopReport
 from tests.helpers import ROOT
 from tests.helpers.procs import VLLM_LIKE, alive
 
@@ -49,7 +49,7 @@ def test_never_matches_itself_or_its_ancestors() -> None:
     # looks for vLLM processes: neither may find itself nor its parent.
     check = (
         "import json, os; open('/proc/self/comm','w').write('VLLM::EngineCore');"
-        "from backend.procs import find_vllm_processes;"
+        "from backend.server.procs import find_vllm_processes;"
         "print(json.dumps([os.getpid(), os.getppid(), [i.pid for i in find_vllm_processes()]]))"
     )
     parent = f"import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', {check!r}]).returncode)"

@@ -12,9 +12,9 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from backend.launch import Launch, VllmInstall
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor
 from backend.settings import load
-from backend.supervisor import Supervisor
 from tests.helpers.supervisor import until
 
 SERVE = r"""

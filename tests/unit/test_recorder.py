@@ -130,7 +130,7 @@ def test_the_supervisor_loop_hook_is_a_queue_put(tmp_path):
 
 
 def _store_with_history(home, now: float) -> None:
-    from backend import statefile
+    from backend.server import statefile
 
     store = recorder.Store(recorder.db_path(statefile.state_path().parent), 86400, 10**5)
     rows = _rows(24, now - 120)

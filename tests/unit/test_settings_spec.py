@@ -10,10 +10,11 @@ from collections.abc import Mapping
 
 import pytest
 
-from backend import launch, setting_rows
+from backend import setting_rows
 from backend import settings as S
 from backend.chat import stream_chat
 from backend.conversation import ChatParams, parse_param
+from backend.server import launch
 from backend.settings.spec import Key
 
 
@@ -173,7 +174,7 @@ def test_the_settings_import_nothing_that_reads_them():
 # Readers use the typed sections (settings.server_cfg.port); the checked dicts are walked by name only
 # where a table of names drives the walk: the launch's version rules (FLAG_RULES).
 _DICT_READ = __import__("re").compile(r"\.(server|console|planner|chat)(\[|\.get\()")
-_ALLOWED = {("backend/launch.py", "settings.server.get(rule.key)")}
+_ALLOWED = {("backend/server/launch.py", "settings.server.get(rule.key)")}
 
 
 def test_no_reader_outside_the_settings_reads_them_by_string_key():

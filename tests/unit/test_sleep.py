@@ -17,10 +17,11 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from backend import sleep, statefile, supervisor_client
-from backend.launch import Launch, VllmInstall, build_launch
+from backend.server import client as supervisor_client
+from backend.server import sleep, statefile
+from backend.server.launch import Launch, VllmInstall, build_launch
+from backend.server.supervisor import Supervisor
 from backend.settings import load
-from backend.supervisor import Supervisor
 
 GIB = 2**30
 

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend import spawn, statefile
+from backend import spawn
 from backend.cli import build_parser
 from backend.cli.options import load_settings
+from backend.server import statefile
 from backend.spawn import Origin, PullJob, origin_of, origin_of_options
 
 ROOT = Path(__file__).resolve().parents[2]

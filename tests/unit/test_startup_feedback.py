@@ -9,11 +9,11 @@ import socket
 import sys
 import time
 
-from backend import startup_history, statefile
-from backend.launch import Launch, VllmInstall
+from backend.server import startup_history, statefile
+from backend.server.client import ServerClient, _sigkill_in
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor, argv_hash
 from backend.settings import load
-from backend.supervisor import Supervisor, argv_hash
-from backend.supervisor_client import ServerClient, _sigkill_in
 from tui.widgets.status_bar import progress_text
 
 HEALTHY = r"""

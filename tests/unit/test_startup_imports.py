@@ -19,13 +19,13 @@ DEFERRED = [
     "httpx",  # the chat, the metrics reader and the cluster's router: once used
     "backend.pull",  # the pull check runs after the first frame, its import in a thread
     "backend.ledger",  # the plan: after the first frame, in a thread
-    "backend.launch",
+    "backend.server.launch",
     "importlib.metadata",  # the ledger's (the vllm version)
     "backend.logparse",  # the log's parser: once there is a log to parse
     "backend.metrics",  # once a server is READY
     "prometheus_client",
     "backend.setting_rows",
-    "backend.orphans",
+    "backend.server.orphans",
     "backend.loadtest",
     "backend.doctor",
     "backend.report",
@@ -72,7 +72,7 @@ def modules_at_run(tmp_path_factory) -> set[str]:
 
 
 def test_the_console_gets_as_far_as_running(modules_at_run: set[str]) -> None:
-    assert {"tui.app", "tui.screens.main", "textual.app", "backend.supervisor_client"} <= modules_at_run
+    assert {"tui.app", "tui.screens.main", "textual.app", "backend.server.client"} <= modules_at_run
 
 
 @pytest.mark.parametrize("module", DEFERRED)
@@ -99,7 +99,7 @@ def test_console_args_are_the_full_parsers() -> None:
 def test_first_poll_without_a_log_leaves_the_parser_unloaded(tmp_path) -> None:
     """No log yet (a first start, a fresh state dir): the poll says what an empty parser says,
     without importing it (nor psutil: no pid to check); EMPTY_SNAPSHOT must stay LogParser().snapshot()."""
-    code = ("import json, sys; from backend.supervisor_client import ServerClient; p = ServerClient().poll(); "
+    code = ("import json, sys; from backend.server.client import ServerClient; p = ServerClient().poll(); "
             "print(json.dumps([p.parsed, p.timeline, 'backend.logparse' in sys.modules, 'psutil' in sys.modules]))")
     env = dict(os.environ, QWEN_TUI_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
@@ -109,7 +109,7 @@ def test_first_poll_without_a_log_leaves_the_parser_unloaded(tmp_path) -> None:
     assert psutil_loaded is False  # no state file: no pid to check
 
     from backend.logparse import LogParser
-    from backend.supervisor_client import EMPTY_SNAPSHOT
+    from backend.server.client import EMPTY_SNAPSHOT
 
     empty = LogParser()
     assert EMPTY_SNAPSHOT == empty.snapshot()

@@ -3,9 +3,10 @@
 import subprocess
 import sys
 
-from backend import statefile, supervisor_client
 from backend.logparse import is_permanent
-from backend.supervisor import backoff_delay
+from backend.server import client as supervisor_client
+from backend.server import statefile
+from backend.server.supervisor import backoff_delay
 
 
 def test_live_supervisor_is_trusted(qhome, fake_supervisor):

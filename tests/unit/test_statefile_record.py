@@ -1,4 +1,4 @@
-"""The state file's one typed record (backend/statefile.py ServerRecord): the reader's type table is
+"""The state file's one typed record (backend/server/statefile.py ServerRecord): the reader's type table is
 derived from it, a write holds only its keys, and no backend module writes state-file keys by hand."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backend import statefile
-from backend.statefile import FIELDS, ServerRecord
+from backend.server import statefile
+from backend.server.statefile import FIELDS, ServerRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,4 +66,4 @@ def test_the_detector_finds_the_old_hand_written_record():
 def test_no_backend_module_writes_state_file_keys_by_hand():
     found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "backend").rglob("*.py"))
              for n in hand_written_state(p.read_text(encoding="utf-8"))]
-    assert found == [], "state-file keys written outside backend/statefile.py's record: " + ", ".join(found)
+    assert found == [], "state-file keys written outside backend/server/statefile.py's record: " + ", ".join(found)

@@ -2,7 +2,7 @@
 
 Each case writes a state file as the supervisor would (or none), freezes the clock, and compares
 `status()` printed as `status --json` prints it with tests/fixtures/status/CASE.json, recorded from
-the code before backend/status.py existed. Pids and paths that differ per run are replaced by
+the code before backend/server/status.py existed. Pids and paths that differ per run are replaced by
 placeholders before comparing. QWEN_TUI_RECORD_STATUS=1 writes the files anew (only on purpose)."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import sys
 
 import pytest
 
-from backend import statefile, supervisor_client
-from backend.status import SUPERVISED
+from backend.server import client as supervisor_client
+from backend.server import statefile
+from backend.server.status import SUPERVISED
 from tests.helpers import FIXTURES
 from tests.helpers.fake_supervisor import start_fake_supervisor
 

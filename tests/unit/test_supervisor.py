@@ -13,10 +13,10 @@ import time
 
 import psutil
 
-from backend import procs
-from backend.launch import Launch, VllmInstall
+from backend.server import procs
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor
 from backend.settings import load
-from backend.supervisor import Supervisor
 from tests.helpers.supervisor import STAND_IN, GroupOnGpu, engine_pids, until
 
 GIB = 2**30
@@ -126,7 +126,7 @@ async def test_health_failing_past_the_grace_period_fails_a_ready_server(qhome) 
 
 
 async def test_gives_up_after_n_failures_within_the_window(qhome, monkeypatch) -> None:
-    import backend.supervisor as sv
+    import backend.server.supervisor as sv
 
     monkeypatch.setattr(sv, "BACKOFF_START_S", 0.05)  # 0.05 s, 0.1 s ... instead of 5 s, 10 s
     settings = load(None, overrides=["console.stop_timeout=5", "server.port=1",

@@ -12,11 +12,11 @@ import sys
 
 import psutil
 
-from backend import orphans, procs, statefile
-from backend.launch import Launch, VllmInstall
 from backend.logparse import is_permanent
+from backend.server import orphans, procs, statefile
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor
 from backend.settings import load
-from backend.supervisor import Supervisor
 from tests.helpers.supervisor import STAND_IN, GroupOnGpu, engine_pids, until
 
 NO_CACHE = r"""
@@ -60,7 +60,7 @@ async def test_no_cache_memory_fails_once_and_is_not_restarted(qhome) -> None:
 
 
 async def test_the_same_failure_twice_before_ready_stops_the_loop(qhome, monkeypatch) -> None:
-    import backend.supervisor as sv
+    import backend.server.supervisor as sv
 
     monkeypatch.setattr(sv, "BACKOFF_START_S", 0.05)
     sup = _sup(qhome, SAME_KIND)
@@ -83,7 +83,7 @@ async def test_a_dead_launch_being_reaped_is_published_and_never_an_orphan(qhome
 
     sup = _sup(qhome, STAND_IN, "never")
     sup.gpus = GroupOnGpu(sup)
-    import backend.orphans as orph
+    import backend.server.orphans as orph
 
     real_stop = orph.stop_verified
 

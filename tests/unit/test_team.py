@@ -7,11 +7,11 @@ import argparse
 
 import pytest
 
-from backend import orphans, owners
 from backend.cli import commands
 from backend.doctor import check_gpu_memory
-from backend.owners import SupervisorInfo, TeamServer
-from backend.procs import ProcInfo
+from backend.server import orphans, owners
+from backend.server.owners import SupervisorInfo, TeamServer
+from backend.server.procs import ProcInfo
 from tests.helpers.console import NoNvml
 from tests.helpers.doctor import run, settings
 from tests.helpers.fake_supervisor import start_fake_supervisor

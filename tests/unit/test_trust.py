@@ -13,8 +13,9 @@ import time
 import psutil
 import pytest
 
-from backend import orphans, statefile, supervisor_client
 from backend.cli import main
+from backend.server import client as supervisor_client
+from backend.server import orphans, statefile
 from tests.helpers import ROOT
 from tests.helpers.console import NoNvml
 from tests.helpers.procs import VLLM_LIKE, alive

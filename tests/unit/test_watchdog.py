@@ -12,10 +12,12 @@ import time
 
 import pytest
 
-from backend import stacks, startup_history, statefile, supervisor_client, watchdog
-from backend.launch import Launch, VllmInstall
+from backend import stacks
+from backend.server import client as supervisor_client
+from backend.server import startup_history, statefile, watchdog
+from backend.server.launch import Launch, VllmInstall
+from backend.server.supervisor import Supervisor, argv_hash
 from backend.settings import load
-from backend.supervisor import Supervisor, argv_hash
 from tests.helpers.supervisor import until
 
 

@@ -99,7 +99,8 @@ class FixActions(MainScreenParts):
 
     @work(group="stacks", exclusive=True, exit_on_error=False)
     async def stacks_worker(self) -> None:
-        from backend import stacks, statefile  # start-up: loaded on first use
+        from backend import stacks  # start-up: loaded on first use
+        from backend.server import statefile  # start-up: loaded on first use
 
         def run() -> StacksDumped:
             state = statefile.read() or {}

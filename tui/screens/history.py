@@ -127,7 +127,8 @@ class HistoryScreen(Dialog[None]):
 
     @work(group="history", exclusive=True, exit_on_error=False)
     async def read_history(self) -> None:
-        from backend import history, recorder, statefile  # the screen's first use (start-up)
+        from backend import history, recorder  # the screen's first use (start-up)
+        from backend.server import statefile  # the screen's first use (start-up)
 
         path = recorder.db_path(statefile.state_path().parent)
         while True:

@@ -20,7 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
-from backend.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
+from backend.server.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.node import QwenNode
 from tui.screens.events import WATCH_BLOCKED
@@ -41,9 +41,9 @@ from tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
     from backend.gpu import GpuSample
-    from backend.orphans import Holder
+    from backend.server.client import Poll
+    from backend.server.orphans import Holder
     from backend.settings import Settings
-    from backend.supervisor_client import Poll
 
 POLL_S = 0.2
 IDLE_POLL_S = 0.5  # a settled server's poll: a new state or log line shows within half a second
@@ -437,7 +437,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             return
         interval = float(self.app.settings.console_cfg.gpu_interval_s)
         # start-up: loaded on first use, not before the console's first frame
-        from backend.orphans import holders_by_gpu
+        from backend.server.orphans import holders_by_gpu
 
         def read() -> tuple[list[GpuSample], dict[int, list[Holder]]]:
             return gpus.sample(), holders_by_gpu(gpus)

@@ -19,8 +19,8 @@ from tui.messages import OrphanKilled
 from tui.screens.dialog import Dialog
 
 if TYPE_CHECKING:
-    from backend.orphans import OrphanScan
-    from backend.owners import SupervisorInfo
+    from backend.server.orphans import OrphanScan
+    from backend.server.owners import SupervisorInfo
 
 GIB = 2**30
 

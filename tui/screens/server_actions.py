@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 
-from backend.status import SUPERVISED, ServerState
+from backend.server.status import SUPERVISED, ServerState
 from tui.messages import ActionFinished, OrphansScanned
 
 if TYPE_CHECKING:
     from textual.screen import Screen
     from textual.worker import Worker
 
-    from backend.status import ServerStatus
+    from backend.server.status import ServerStatus
     from tui.node import QwenNode
 
     class MainScreenParts(QwenNode, Screen[None]):
@@ -184,7 +184,7 @@ class ServerActions(MainScreenParts):
                 return
             if action == "restart":
                 # start-up: loaded on first use, not before the console's first frame
-                from backend.launch import build_launch
+                from backend.server.launch import build_launch
 
                 problems = (await asyncio.to_thread(build_launch, self.app.settings)).problems
                 if problems:

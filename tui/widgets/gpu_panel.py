@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from backend.gpu import GpuSample
-    from backend.orphans import Holder
+    from backend.server.orphans import Holder
 
 
 def _na(v: Any, fmt: str = "", unit: str = "") -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from backend.status import ServerState, ServerStatus
+from backend.server.status import ServerState, ServerStatus
 from tui.palette import STATE_COLOUR, style
 
 
@@ -60,7 +60,7 @@ class StatusBar(Static):
             text.append(f"  {progress}", style(self.app, colour))
         if pending:
             text.append(f"  {pending}", style(self.app, "accent", "bold"))
-        stall = state.extra.get("stall")  # a start phase far past its usual length (backend/watchdog.py)
+        stall = state.extra.get("stall")  # a start phase far past its usual length (backend/server/watchdog.py)
         if stall:
             text.append(f"  {stall['text']}: k dumps the stacks", style(self.app, "warning", "bold"))
         text.append(f"  {model}  {endpoint}")

@@ -2,7 +2,7 @@
 
 One small JSON file in the state dir: {argv_hash: {"ready_s": seconds, "at": unix time, "phases":
 {phase: seconds}}}. Written by the supervisor when a launch becomes ready; read by `status`
-(`expected_ready_s`) and the hang watchdog (backend/watchdog.py: each phase's usual length). A missing
+(`expected_ready_s`) and the hang watchdog (backend/server/watchdog.py: each phase's usual length). A missing
 or broken file only means no expectation."""
 
 from __future__ import annotations

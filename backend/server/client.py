@@ -16,13 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from backend import spawn, startup_history, statefile
+from backend import spawn
+from backend.server import startup_history, statefile
+from backend.server.status import HAS_PROCESS, IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
 from backend.spawn import Origin
-from backend.status import HAS_PROCESS, IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
 
 if TYPE_CHECKING:
     from backend.logparse import LogParser
-    from backend.orphans import OrphanScan, Stopped
+    from backend.server.orphans import OrphanScan, Stopped
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def _stale(why: str | None) -> bool:
 
 def _died(last: dict[str, Any]) -> dict[str, Any]:
     """The failure a supervisor left when it died without saying so (kill -9, OOM killer)."""
-    from backend import adopt, procs  # start-up: the console imports this module before its first frame
+    from backend.server import adopt, procs  # start-up: the console imports this module before its first frame
 
     left = statefile.leftovers(last)
     infos = [i for i in (procs.process_info(p) for p in left) if i is not None]
@@ -98,20 +99,20 @@ def status() -> ServerStatus:
         attempt=data.get("attempt"), last_failure=data.get("last_failure"),
         attempts=data.get("attempts") or [], reaping_pids=data.get("reaping_pids") or [],
         workers=_workers(data), probe=data.get("probe"),
-        # sleep mode (backend/sleep.py): state "sleeping" while the GPUs are freed
+        # sleep mode (backend/server/sleep.py): state "sleeping" while the GPUs are freed
         sleep={k: data.get(k) for k in SLEEP_KEYS})
     return _with_stall(st, data, figures)
 
 
 def _with_stall(st: ServerStatus, data: Mapping[str, Any], figures: Mapping[str, Any]) -> ServerStatus:
-    """A starting server's "stall" (backend/watchdog.py), a key only while its phase is past its deadline."""
+    """A starting server's "stall" (backend/server/watchdog.py), a key only while its phase is past its deadline."""
     stall = stall_of(data) if st.state is ServerState.STARTING else None
     return st.with_extra(stall=stall) if stall else st
 
 
 def stall_of(data: Mapping[str, Any], now: float | None = None) -> dict[str, Any] | None:
     """The watchdog's word on a supervisor's state (its phase, since when, the settings' history)."""
-    from backend import watchdog  # start-up: the console imports this module before its first frame
+    from backend.server import watchdog  # start-up: the console imports this module before its first frame
 
     usual = startup_history.expected_phases(data.get("argv_hash"), statefile.state_path().parent / "startups.json")
     return watchdog.check(data.get("state"), (data.get("figures") or {}).get("phase"), data.get("phase_since"),
@@ -123,7 +124,7 @@ def _workers(data: dict[str, Any]) -> list[Mapping[str, Any]]:
     pgid = data.get("pgid")
     if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1 or not in_group(data.get("state"), HAS_PROCESS):
         return []
-    from backend import procs  # start-up: only with a server process to look at
+    from backend.server import procs  # start-up: only with a server process to look at
 
     tp = ((data.get("settings") or {}).get("server") or {}).get("tensor_parallel_size")
     return list(procs.workers(pgid, tp if isinstance(tp, int) else None))
@@ -225,7 +226,7 @@ def _stop(timeout: float | None = None) -> tuple[bool, str]:
 def _stop_orphaned(last: dict[str, Any]) -> tuple[bool, str]:
     """Stop the proved server of a dead supervisor as that supervisor would have (its group,
     SIGKILL after console.stop_timeout), and record the stop in the state file."""
-    from backend import orphans  # start-up: the console imports this module before its first frame
+    from backend.server import orphans  # start-up: the console imports this module before its first frame
 
     timeout = (last.get("settings") or {}).get("console", {}).get("stop_timeout", 30)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e5:
@@ -397,20 +398,20 @@ class ServerClient:
         return f"started: vLLM pid {data.get('pid')}, log {data.get('log_path')}"
 
     def scan_orphans(self, server_env: dict[str, Any], gpus: Any = None) -> OrphanScan:
-        """Processes no supervisor owns that hold (or may hold) the GPUs: backend.orphans.OrphanScan."""
-        from backend import orphans  # start-up: the console imports this module before its first frame
+        """Processes no supervisor owns that hold (or may hold) the GPUs: backend.server.orphans.OrphanScan."""
+        from backend.server import orphans  # start-up: the console imports this module before its first frame
 
         return orphans.scan(server_env, monitor=gpus)
 
     def kill_orphans(self, pids: list[int], found: Any, gpus: Any = None) -> Stopped:
-        """Kill exactly these pids of ``found`` and check their GPU memory: backend.orphans.Stopped."""
-        from backend import orphans  # start-up: the console imports this module before its first frame
+        """Kill exactly these pids of ``found`` and check their GPU memory: backend.server.orphans.Stopped."""
+        from backend.server import orphans  # start-up: the console imports this module before its first frame
 
         return orphans.kill(pids, found, monitor=gpus)
 
     def sleep_wake(self, action: str, level: int = 1) -> tuple[bool, str]:
         """Ask the supervisor to sleep (level 1 or 2) or wake its server: (ok, what happened)."""
-        from backend import sleep  # start-up: the console imports this module before its first frame
+        from backend.server import sleep  # start-up: the console imports this module before its first frame
 
         try:
             op = sleep.request(action, level if action == "sleep" else None)
@@ -419,8 +420,8 @@ class ServerClient:
         return bool(op.get("ok")), op.get("message") or ""
 
     def stop_supervisor(self, info: Any) -> str:
-        """SIGTERM another live supervisor of this user (backend.owners.SupervisorInfo) and wait."""
-        from backend import owners  # start-up: the console imports this module before its first frame
+        """SIGTERM another live supervisor of this user (backend.server.owners.SupervisorInfo) and wait."""
+        from backend.server import owners  # start-up: the console imports this module before its first frame
 
         return owners.stop_supervisor(info)
 

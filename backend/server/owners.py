@@ -21,8 +21,8 @@ from typing import Any, Iterable
 
 import psutil
 
-from backend import procs, statefile
-from backend.ports import listening_pids, probe_bind
+from backend.server import procs, statefile
+from backend.server.ports import listening_pids, probe_bind
 from backend.timefmt import duration as ago  # the name its readers use: an uptime in words
 
 

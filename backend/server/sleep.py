@@ -31,9 +31,9 @@ from typing import Any
 
 import httpx
 
-from backend import statefile
+from backend.server import statefile
+from backend.server.status import IDLE, in_group
 from backend.settings import Settings
-from backend.status import IDLE, in_group
 
 ACTIONS = ("sleep", "wake")
 LEVELS = (1, 2)

@@ -103,6 +103,6 @@ def plan(server: dict[str, Any], user_env: dict[str, str], cores: list[int] | No
 
 
 def launch_env(server: dict[str, Any], user_env: dict[str, str]) -> dict[str, str]:
-    """[server.env] with the binding a CPU launch adds (backend.launch.build_launch): what vLLM will see,
+    """[server.env] with the binding a CPU launch adds (backend.server.launch.build_launch): what vLLM will see,
     for the ledger to plan each rank's node and threads from."""
     return {**plan(server, user_env)[0], **user_env}

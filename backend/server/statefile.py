@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, cast, get_args, get_origin, get_type_hints
 
 from backend import paths
-from backend.status import STATES, SUPERVISED
+from backend.server.status import STATES, SUPERVISED
 
 
 @dataclass
@@ -45,7 +45,7 @@ class ServerRecord:
     started_at: float | None = None
     ready_at: float | None = None
     updated_at: float | None = None  # stamped by write()
-    phase_since: float | None = None  # when this phase began (the hang watchdog, backend/watchdog.py)
+    phase_since: float | None = None  # when this phase began (the hang watchdog, backend/server/watchdog.py)
     restarts: int | None = None
     log_path: str | None = None
     argv: list[str] | None = None
@@ -323,7 +323,7 @@ def leftovers(data: dict[str, Any] | None) -> list[int]:
     (same start time) and that server's process group."""
     if not data:
         return []
-    from backend import procs  # procs only for a dead supervisor's leftovers: statefile loads at start-up
+    from backend.server import procs  # procs only for a dead supervisor's leftovers: statefile loads at start-up
 
     left: set[int] = set()
     pid, pgid = data.get("pid"), data.get("pgid")

@@ -1,6 +1,6 @@
 """The server's state, once: the states, their groups, and the status record every reader shares.
 
-The supervisor writes its state file (backend/statefile.py); `supervisor_client.status()` reads it
+The supervisor writes its state file (backend/server/statefile.py); `supervisor_client.status()` reads it
 into a `ServerStatus`; `qwen-tui status --json` prints `ServerStatus.to_dict()`, whose keys, order
 and values are a contract (tests/unit/test_status_contract.py). Everything between uses the typed
 fields and the groups below, never its own list of state names.

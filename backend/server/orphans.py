@@ -16,9 +16,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from backend import owners, procs, statefile
-from backend.owners import SupervisorInfo, TeamServer
-from backend.procs import ProcInfo, StopReport
+from backend.server import owners, procs, statefile
+from backend.server.owners import SupervisorInfo, TeamServer
+from backend.server.procs import ProcInfo, StopReport
 
 GIB = 2**30
 
@@ -116,15 +116,15 @@ def _owned_pids(data: dict[str, Any] | None = None) -> set[int]:
     data = data if data is not None else _own_supervisor()
     if not data:
         return _adoptable()
-    from backend.owners import _owned_by  # only on this path: the console imports orphans at start-up
+    from backend.server.owners import _owned_by  # only on this path: the console imports orphans at start-up
 
     return {p for p in _owned_by(data["supervisor_pid"], data) if p > 1}
 
 
 def _adoptable() -> set[int]:
-    """A dead supervisor's server that backend.adopt proves this state dir's: ours, waiting for a
+    """A dead supervisor's server that backend.server.adopt proves this state dir's: ours, waiting for a
     new supervisor to adopt it (a start does), never an orphan."""
-    from backend import adopt  # only on this path: the console imports orphans at start-up
+    from backend.server import adopt  # only on this path: the console imports orphans at start-up
 
     last = statefile.read()
     proof = adopt.prove(last)

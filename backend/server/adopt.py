@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend import paths, statefile
-from backend.status import SUPERVISED, in_group
+from backend import paths
+from backend.server import statefile
+from backend.server.status import SUPERVISED, in_group
 
 LAUNCH_SLACK_S = 10.0  # the recorded started_at is taken just before the spawn
 
@@ -86,7 +87,7 @@ def prove(data: dict[str, Any] | None) -> Proof | None:
         return None
     import psutil  # only when a supervisor died: the console starts without it
 
-    from backend import owners  # only when a supervisor died: the console starts without it
+    from backend.server import owners  # only when a supervisor died: the console starts without it
 
     proof = Proof(pid, data.get("port"))
     proof.facts.append(f"pid {pid} started at the recorded time ({data.get('pid_create_time')})")

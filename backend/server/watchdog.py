@@ -2,7 +2,7 @@
 
 A start that sits in "loading weights" or "capturing CUDA graphs" for ten minutes looks the same as a
 slow one; an NCCL hang on a consumer board is the classic case. Each phase gets a deadline from the
-previous start of the same settings (backend/startup_history.py: FACTOR x its length, at least MARGIN_S
+previous start of the same settings (backend/server/startup_history.py: FACTOR x its length, at least MARGIN_S
 more) or, without one, a generous DEFAULT_S. Past it, `check()` says so in words ("loading weights for
 6 min (usually 40 s)") and how to dump the stacks of the server's processes (backend/stacks.py). A phase
 that ends clears it: the next phase has its own deadline.

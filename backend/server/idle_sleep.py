@@ -9,7 +9,7 @@ Level 1 (weights to host RAM) unless the host's free RAM would not hold the weig
 then level 2. A sleep that fails is not retried until the server is READY again (a wake, a restart).
 
 Wake on request, without a proxy: while the server sleeps, its in-flight request count is read every tick
-(GET /load: vLLM's --enable-server-load-tracking, which the launch passes with this setting, backend/launch.py),
+(GET /load: vLLM's --enable-server-load-tracking, which the launch passes with this setting, backend/server/launch.py),
 and the recorder's samples go on: a request in flight, a new POST to a /v1/ endpoint (http_requests_total by
 handler) or a request running or waiting that was not there when it fell asleep wakes it. The in-flight
 count is what catches a client that waits: on the H200, vLLM 0.20.2 held a chat sent to the sleeping

@@ -204,8 +204,8 @@ def build_launch(settings: Settings, install: VllmInstall | None = None) -> Laun
     if settings.server_cfg.enable_sleep_mode:
         env.update(SLEEP_ENV)
     problems: list[str] = []
-    if cpu:  # more workers than NUMA nodes: vLLM's auto binding would assert (backend/cpu_bind.py)
-        from backend import cpu_bind  # start-up: only for a CPU launch
+    if cpu:  # more workers than NUMA nodes: vLLM's auto binding would assert (backend/server/cpu_bind.py)
+        from backend.server import cpu_bind  # start-up: only for a CPU launch
 
         bind, problem = cpu_bind.plan(settings.server, settings.env)
         env.update(bind)

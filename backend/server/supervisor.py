@@ -6,7 +6,7 @@ read the state file and follow the log file that the supervisor writes.
 
 States: starting -> ready (only when /health answers 200) -> stopping -> stopped,
 or failed (with the parsed cause), then backoff -> starting when the restart policy allows.
-ready <-> sleeping: vLLM's sleep mode, asked for through a request file and SIGUSR1 (backend/sleep.py).
+ready <-> sleeping: vLLM's sleep mode, asked for through a request file and SIGUSR1 (backend/server/sleep.py).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from backend import sleep, statefile
-from backend.launch import Launch
 from backend.logparse import Failure, LogParser, is_permanent, launch_marker
 from backend.logparse.report import rank_table
+from backend.server import sleep, statefile
+from backend.server.launch import Launch
+from backend.server.status import FAILING
 from backend.settings import Settings
-from backend.status import FAILING
 
 # Which failure kinds are never restarted (they would fail the same way: a setting, a file or the
 # machine causes them) is the log parser's: backend.logparse.is_permanent, per kind in
@@ -124,7 +124,7 @@ class Supervisor:
         # one record per failed attempt (newest last): survives the restarts, so status, serve --wait
         # and the console can still show why the last attempt failed while a new one starts
         self.attempts: list[dict[str, Any]] = []
-        # pids of a dead launch being cleaned up: still ours, never orphans (backend.orphans)
+        # pids of a dead launch being cleaned up: still ours, never orphans (backend.server.orphans)
         self.reaping_pids: list[int] = []
         self._stop_requested = asyncio.Event()
         # set when this launch has failed while its process still runs (an engine-death line, or
@@ -140,7 +140,7 @@ class Supervisor:
         self._cmdline = statefile.cmdline(os.getpid())  # re-attach checks it with the start time
         self.sleep = sleep.SleepControl(bool(settings.server_cfg.enable_sleep_mode))
         self.recorder: Any = None  # backend.recorder.Recorder, its own thread: made in run()
-        # a dead supervisor's state whose server backend.adopt proved ours: the first launch is
+        # a dead supervisor's state whose server backend.server.adopt proved ours: the first launch is
         # that server, watched, not a new one (its argv shown until a restart launches ours)
         self.adopt = adopt
         self.adopted_argv: list[str] | None = None
@@ -193,7 +193,7 @@ class Supervisor:
         return self.record().to_dict()
 
     def record(self) -> statefile.ServerRecord:
-        """What the state file says now (backend/statefile.py's one record)."""
+        """What the state file says now (backend/server/statefile.py's one record)."""
         snap = self.parser.snapshot()
         pid = self.proc.pid if self.proc and self.proc.returncode is None else None
         return statefile.ServerRecord(
@@ -234,7 +234,7 @@ class Supervisor:
                                                  "weights_gib", "weights_seconds", "phase")},
                      # each worker's figures at TP>1 (both ranks' KV lines): figure -> rank -> value
                      "per_rank": rank_table(self.parser) or None},
-            # when this phase began, on this clock (the hang watchdog, backend/watchdog.py)
+            # when this phase began, on this clock (the hang watchdog, backend/server/watchdog.py)
             phase_since=self._phase_since or self.started_at,
             **self.sleep.fields(self.state),
         )
@@ -259,7 +259,7 @@ class Supervisor:
         self._launch_failed = asyncio.Event()
         self.sleep.reset()
         # vLLM writes its log itself (a file, not a pipe to us): if this supervisor dies, the log
-        # keeps appending and a new supervisor can adopt the server (backend/adopt.py). A shell
+        # keeps appending and a new supervisor can adopt the server (backend/server/adopt.py). A shell
         # writes the launch marker with its own pid ($$), then execs vLLM under that same pid, so
         # the marker is the log's first line whatever vLLM prints first.
         head, _, rest = launch_marker(self.started_at, None, self.launch.argv).partition(" argv: ")
@@ -280,7 +280,7 @@ class Supervisor:
     async def _attach(self) -> None:
         """Adopt the proved server of a dead supervisor: watch its pid, follow its log from the
         end (its earlier lines only fed to the parser, for the figures), stop it as our own."""
-        from backend.adopt import Adopted  # only when adopting: the supervisor starts quickly
+        from backend.server.adopt import Adopted  # only when adopting: the supervisor starts quickly
 
         data, self.adopt = self.adopt or {}, None
         pid = int(data["pid"])
@@ -393,7 +393,7 @@ class Supervisor:
                         self.ready_at = now
                         took = now - (self.started_at or now)
                         self._set("ready", f"{took:.1f} s after launch")
-                        from backend import startup_history  # the next start of these settings expects it
+                        from backend.server import startup_history  # the next start of these settings expects it
 
                         phases = {ph: d for ph, _, d in self.parser.phase_durations() if d is not None}
                         await asyncio.to_thread(startup_history.record, argv_hash(self.launch.argv), took,
@@ -416,7 +416,7 @@ class Supervisor:
         import psutil  # start-up: the console's first frame does not need it
 
         # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
-        from backend import owners, procs
+        from backend.server import owners, procs
 
         port = int(self.settings.server_cfg.port)
         tree = [self.proc.pid, *procs.descendants(self.proc.pid)] if self.proc else []
@@ -473,7 +473,7 @@ class Supervisor:
         """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout,
         then check with NVML that the GPU memory those processes held is released."""
         # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
-        from backend import orphans, procs
+        from backend.server import orphans, procs
 
         pids = procs.group_members(self._pgid) if self._pgid else []
         if self.proc and self.proc.returncode is None:
@@ -523,7 +523,7 @@ class Supervisor:
             if not self._stop_requested.is_set():
                 # Say so at once; the diagnosis follows once the log is drained. What the dead
                 # launch left is published as ours first, so no orphan scan offers to kill it.
-                from backend import procs
+                from backend.server import procs
 
                 self.reaping_pids = procs.group_members(self._pgid) if self._pgid else []
                 # "stopping", not "failed": failed means final (and a start may begin), and whether
@@ -557,7 +557,7 @@ class Supervisor:
     async def _reap_leftovers(self) -> None:
         """After the API process is gone, make sure nothing of its group survives."""
         # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
-        from backend import orphans, procs
+        from backend.server import orphans, procs
 
         if self._pgid is None:
             return
@@ -573,10 +573,11 @@ class Supervisor:
         """Run until stopped (exit code 0) or failed for good (1)."""
         if self.gpus is None and self.settings.planner_cfg.device != "cpu":
             from backend.gpu import GpuMonitor  # NVML bindings only when a monitor is made here
-            from backend.orphans import configured_gpus
+            from backend.server.orphans import configured_gpus
 
             self.gpus = await asyncio.to_thread(GpuMonitor, configured_gpus(self.settings.env))
-        from backend import idle_sleep, recorder  # the flight recorder's thread and the idle timer
+        from backend import recorder  # the flight recorder's thread and the idle timer
+        from backend.server import idle_sleep  # the flight recorder's thread and the idle timer
 
         self.recorder = recorder.attach(self)
         idle = asyncio.create_task(idle_sleep.watch(self))
@@ -652,7 +653,7 @@ class Supervisor:
         self._stop_requested.set()
 
     def control_requested(self) -> asyncio.Task[Any] | None:
-        """SIGUSR1: a sleep / wake request waits in the request file (backend/sleep.py)."""
+        """SIGUSR1: a sleep / wake request waits in the request file (backend/server/sleep.py)."""
         req = sleep.take_request(self.state_path)
         if req:
             self._control_task = asyncio.ensure_future(self.sleep.handle(self, req))  # held: not collected

@@ -1,5 +1,5 @@
 """Who holds a TCP port: a bind probe and the listening processes. Used by the doctor's port check
-and by the supervisor's start blockers (backend/owners.py)."""
+and by the supervisor's start blockers (backend/server/owners.py)."""
 
 from __future__ import annotations
 
