@@ -16,7 +16,15 @@ from typing import Any
 
 import aiohttp
 
-from backend.chat import ChatError, ChatResult, connect_error, cut_error, explain_http_error, handle_line, stuck_error
+from backend.chat.stream import (
+    ChatError,
+    ChatResult,
+    connect_error,
+    cut_error,
+    explain_http_error,
+    handle_line,
+    stuck_error,
+)
 
 
 def new_session(concurrency: int, api_key: str | None, read_timeout_s: float) -> aiohttp.ClientSession:

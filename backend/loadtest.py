@@ -2,7 +2,7 @@
 endpoint, measured beside what the memory ledger predicts.
 
 Plain asyncio + httpx on one connection pool (loopback, trust_env=False). Each request is
-backend.chat.stream_chat (its SSE parsing, figures and error explanations) with vLLM's
+backend.chat.stream.stream_chat (its SSE parsing, figures and error explanations) with vLLM's
 `ignore_eos` so every request decodes exactly `max_tokens` tokens.
 
 Before the load: GET /v1/models (is a server there, its max_model_len), a prompt sized to about
@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from backend import energy
-from backend.chat import (
+from backend.chat.stream import (
     ChatError,
     ChatResult,
     chat_body,
@@ -82,7 +82,7 @@ class RequestResult:
     itl_s: list[float] = field(default_factory=list)  # gaps between content deltas
     decode_span_s: float | None = None  # first to last content delta
     decode_tokens_per_s: float | None = None
-    burst: bool = False  # its tokens reached the client together: no rate (backend.chat.ChatResult.burst)
+    burst: bool = False  # its tokens reached the client together: no rate (backend.chat.stream.ChatResult.burst)
     error: str | None = None
     fix: str = ""
 

@@ -1,4 +1,4 @@
-"""Chat client overhead: time to first token as qwen-tui's chat measures it (backend.chat.stream_chat
+"""Chat client overhead: time to first token as qwen-tui's chat measures it (backend.chat.stream.stream_chat
 on the client the chat tab keeps) against a bare httpx stream on the same server, alternating.
 Target: qwen-tui ≤ +5 ms.
 
@@ -7,7 +7,7 @@ Target: qwen-tui ≤ +5 ms.
 Default: the demo server at 127.0.0.1:8019 (start it with `qwen-tui --demo --set server.port=8019
 serve --detach --wait 300`). Both sides send the same body (continuous usage on, 16 tokens) and
 stop the clock at the first chunk with a choice; the bare side also keeps one client, so what is
-compared is the parsing and bookkeeping of backend.chat. Also reports what a new client per request
+compared is the parsing and bookkeeping of backend.chat.stream. Also reports what a new client per request
 would add (its construction, timed before the send as the chat once did).
 """
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 
-from backend.chat import ChatResult, chat_body, new_client, stream_chat  # noqa: E402
+from backend.chat.stream import ChatResult, chat_body, new_client, stream_chat  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Say hello in five words."}]
 

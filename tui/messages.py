@@ -17,11 +17,11 @@ from textual.message import Message
 from backend.server.client import Poll
 
 if TYPE_CHECKING:
-    from backend.chat import ChatResult
+    from backend.chat.context_budget import Budget
+    from backend.chat.conversation import Conversation
+    from backend.chat.stream import ChatResult
     from backend.clipboard import Delivery
     from backend.cluster.ops import ClusterStatus
-    from backend.context_budget import Budget
-    from backend.conversation import Conversation
     from backend.doctor import Check
     from backend.fixes import Proposal
     from backend.gpu import GpuSample

@@ -11,9 +11,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from backend.chat import ChatError
-    from backend.chat_session import Reply
-    from backend.conversation_store import Store
+    from backend.chat.session import Reply
+    from backend.chat.store import Store
+    from backend.chat.stream import ChatError
     from backend.settings import Settings
 
 
@@ -30,8 +30,8 @@ def _when(t: float) -> str:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from backend.chat.store import Store, StoreError  # start-up: a subcommand imports only what it runs
     from backend.cli.options import load_settings  # start-up: a subcommand imports only what it runs
-    from backend.conversation_store import Store, StoreError  # start-up: a subcommand imports only what it runs
 
     empty = _empty_name(args)
     if empty:
@@ -65,7 +65,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _resolve(store: Store, name: str) -> str:
-    from backend.conversation_store import StoreError  # start-up: a subcommand imports only what it runs
+    from backend.chat.store import StoreError  # start-up: a subcommand imports only what it runs
 
     conv_id = store.resolve(name)
     if conv_id is None:
@@ -89,13 +89,13 @@ def _list(store: Store, as_json: bool) -> int:
 
 
 def _export(store: Store, name: str, out: str | None) -> int:
-    from backend.conversation import to_markdown  # start-up: a subcommand imports only what it runs
+    from backend.chat.conversation import to_markdown  # start-up: a subcommand imports only what it runs
 
     text = to_markdown(store.load(_resolve(store, name)))
     if out and out != "-":
         from pathlib import Path  # start-up: a subcommand imports only what it runs
 
-        from backend.conversation_store import StoreError, write_export  # start-up: as above
+        from backend.chat.store import StoreError, write_export  # start-up: as above
 
         target = Path(out).expanduser()
         if target.is_dir():
@@ -114,9 +114,9 @@ def _export(store: Store, name: str, out: str | None) -> int:
 
 def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     # start-up: a subcommand imports only what it runs
-    from backend.chat import ChatError, terminal_text
-    from backend.chat_session import ChatSession, ContextRefused
-    from backend.conversation import ChatParams, Conversation
+    from backend.chat.conversation import ChatParams, Conversation
+    from backend.chat.session import ChatSession, ContextRefused
+    from backend.chat.stream import ChatError, terminal_text
 
     # `chat -` (as `cat -`): standard input, like no prompt at all
     prompt = " ".join(args.prompt) if args.prompt and args.prompt != ["-"] else sys.stdin.read()
@@ -172,7 +172,7 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
             out["notes"] = reply.notes
         _print_json(out)
     else:
-        from backend.conversation import rate_text  # start-up: a subcommand imports only what it runs
+        from backend.chat.conversation import rate_text  # start-up: a subcommand imports only what it runs
 
         tps = rate_text(result, ceiling)
         ttft = f"{result.ttft_s * 1000:.0f} ms" if result.ttft_s is not None else "n/a"

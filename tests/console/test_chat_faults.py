@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Static
 
-from backend.chat import ChatError, stream_chat
+from backend.chat.stream import ChatError, stream_chat
 from backend.server.client import Poll
 from tests.helpers.console import app_with, wait_until
 from tests.helpers.fault_server import FaultServer

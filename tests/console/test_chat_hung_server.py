@@ -13,7 +13,7 @@ import sys
 import httpx
 from textual.widgets import Static
 
-from backend.chat import connect_error, cut_error
+from backend.chat.stream import connect_error, cut_error
 from backend.server.client import Poll
 from tests.helpers import ROOT
 from tests.helpers.console import app_with, wait_until

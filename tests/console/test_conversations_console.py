@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 from textual.widgets import DataTable, Input, Static
 
-from backend.conversation_store import Store
+from backend.chat.store import Store
 from backend.server.client import Poll
 from tests.helpers.console import app_with, wait_until
 from tests.helpers.fault_server import FaultServer

@@ -138,7 +138,7 @@ def test_the_chat_sends_the_key_as_a_bearer_token(qhome, keyfile):
 
     import httpx
 
-    from backend.chat import stream_chat
+    from backend.chat.stream import stream_chat
 
     seen = {}
 

@@ -4,7 +4,7 @@ only produces what the real server cannot be made to: a malformed chunk and a co
 import httpx
 import pytest
 
-from backend.chat import ChatError, ChatResult, explain_http_error, stream_chat
+from backend.chat.stream import ChatError, ChatResult, explain_http_error, stream_chat
 
 
 def sse(*chunks: str) -> bytes:
@@ -111,7 +111,7 @@ async def test_ttft_is_the_first_token_even_when_its_text_is_empty():
 
 
 async def test_tokens_that_arrive_together_are_a_burst_not_a_rate():
-    from backend.conversation import figures_line, measured_decode_rate
+    from backend.chat.conversation import figures_line, measured_decode_rate
 
     body = sse(chunk("", role="assistant", tokens=0), *[chunk("x", tokens=k) for k in range(1, 257)],
                "[DONE]")
@@ -125,7 +125,7 @@ async def test_tokens_that_arrive_together_are_a_burst_not_a_rate():
 
 
 def test_a_rate_above_the_ceiling_is_marked_and_not_taken_as_decode():
-    from backend.conversation import figures_line, measured_decode_rate
+    from backend.chat.conversation import figures_line, measured_decode_rate
 
     times = [0.1 + 0.001 * k for k in range(200)]  # 1,000 tok/s with measurable gaps
     r = ChatResult(completion_tokens=200, ttft_s=0.1, total_s=0.3, chunk_times=times)
@@ -136,7 +136,7 @@ def test_a_rate_above_the_ceiling_is_marked_and_not_taken_as_decode():
 
 async def test_ttft_runs_from_the_send_not_from_building_the_client(monkeypatch):
     """Building a client (TLS context) once cost ~34 ms inside the TTFT; the clock starts at the send."""
-    import backend.chat as chat
+    import backend.chat.stream as chat
 
     real = chat.new_client
 
@@ -154,7 +154,7 @@ async def test_ttft_runs_from_the_send_not_from_building_the_client(monkeypatch)
 def test_tokens_in_pairs_are_a_rate_and_all_at_once_a_burst():
     """Issue 28: at concurrency 1 on the demo, tokens that reach the client two by two (the pooled
     ITL p50 near 0) still have a per-request rate; only most tokens at one moment are a burst."""
-    from backend.chat import ChatResult
+    from backend.chat.stream import ChatResult
 
     pairs = ChatResult(completion_tokens=20, ttft_s=0.1,
                        chunk_times=[0.1 + (k // 2) * 0.018 + (k % 2) * 0.0001 for k in range(20)])

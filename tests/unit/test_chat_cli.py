@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
+from backend.chat.store import Store
 from backend.cli import main
-from backend.conversation_store import Store
 from tests.helpers.fault_server import FaultServer
 
 

@@ -1,4 +1,4 @@
-"""backend/chat_session.py, the one send sequence of `qwen-tui chat` and the chat pane: count, (drop),
+"""backend/chat/session.py, the one send sequence of `qwen-tui chat` and the chat pane: count, (drop),
 stream, usage, record, save; a refusal sends nothing, a failure records nothing, a cut is kept.
 Against tests/helpers/fault_server.py (a local socket, not vLLM; the real server is in the e2e tier)."""
 
@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from backend.chat import ChatError
-from backend.chat_session import ChatSession, ContextRefused
-from backend.conversation import Conversation
-from backend.conversation_store import Store
+from backend.chat.conversation import Conversation
+from backend.chat.session import ChatSession, ContextRefused
+from backend.chat.store import Store
+from backend.chat.stream import ChatError
 from backend.settings import load
 from tests.helpers.fault_server import FaultServer
 

@@ -1,4 +1,4 @@
-"""backend.context_budget: the prompt counted (vLLM's /tokenize, or the last usage and an upper bound)
+"""backend.chat.context_budget: the prompt counted (vLLM's /tokenize, or the last usage and an upper bound)
 against max_model_len; the fewest oldest exchanges to drop."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import httpx
 
-from backend import context_budget as cb
+from backend.chat import context_budget as cb
 
 
 def tokenizer(max_len: int = 100, per_message: int = 10, status: int = 200):

@@ -1,9 +1,9 @@
-"""backend.conversation: what is sent, what is kept, and the figures line under a reply."""
+"""backend.chat.conversation: what is sent, what is kept, and the figures line under a reply."""
 
 from __future__ import annotations
 
-from backend.chat import ChatResult
-from backend.conversation import Conversation, figures_line
+from backend.chat.conversation import Conversation, figures_line
+from backend.chat.stream import ChatResult
 
 
 def test_messages_carry_the_system_prompt_and_history() -> None:

@@ -1,4 +1,4 @@
-"""backend.conversation_store: conversations saved as they go, read back whole, listed, renamed,
+"""backend.chat.store: conversations saved as they go, read back whole, listed, renamed,
 deleted, exported; a damaged line costs that line only."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from backend.conversation import ChatParams, Conversation, parse_param, reply_line, to_markdown
-from backend.conversation_store import Store, StoreError
+from backend.chat.conversation import ChatParams, Conversation, parse_param, reply_line, to_markdown
+from backend.chat.store import Store, StoreError
 
 
 def _conv(store: Store) -> Conversation:

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from backend.chat import ChatError, ChatResult
+from backend.chat.stream import ChatError, ChatResult
 from backend.loadtest import REQUEST_EXTRA, aiohttp_send, make_request_fn, stream_session
 from tests.helpers.fault_server import FaultServer
 

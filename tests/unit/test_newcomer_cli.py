@@ -123,8 +123,8 @@ def test_the_unknown_section_message_lists_every_section(qhome, tmp_path):
 
 
 def test_an_export_is_private_as_the_conversations_are(qhome, tmp_path):
-    from backend.conversation import Conversation
-    from backend.conversation_store import Store, exports_dir, write_export
+    from backend.chat.conversation import Conversation
+    from backend.chat.store import Store, exports_dir, write_export
 
     store = Store()
     conv = store.create(Conversation(title="t"))

@@ -12,8 +12,8 @@ import pytest
 
 from backend import setting_rows
 from backend import settings as S
-from backend.chat import stream_chat
-from backend.conversation import ChatParams, parse_param
+from backend.chat.conversation import ChatParams, parse_param
+from backend.chat.stream import stream_chat
 from backend.server import launch
 from backend.settings.spec import Key
 

@@ -37,7 +37,7 @@ DEFERRED = [
     "pynvml",  # NVML opens in a thread after the first frame (GpuMonitor(start=False))
     "psutil",  # the state file's pid checks: once there is a pid to check
     "secrets",  # the API key's generator (hashlib, OpenSSL with it)
-    "backend.conversation_store",  # the chat pane's content: built when the chat is first shown
+    "backend.chat.store",  # the chat pane's content: built when the chat is first shown
     "tui.widgets.transcript",
     "tui.widgets.reply",
     "tui.widgets.chat_input",

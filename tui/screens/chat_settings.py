@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Label
 
-from backend.conversation import PARAM_HELP, ChatParams, parse_param
+from backend.chat.conversation import PARAM_HELP, ChatParams, parse_param
 from tui.screens.dialog import Dialog
 
 

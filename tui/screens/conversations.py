@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Input, Label
 
-from backend.conversation_store import Store, StoreError, Summary
+from backend.chat.store import Store, StoreError, Summary
 from tui.screens.dialog import Dialog
 
 
@@ -133,8 +133,8 @@ class ConversationsScreen(Dialog[str | None]):
                                            f"{s.path.name} is removed for good"), done)
 
     def action_export(self) -> None:
-        from backend.conversation import to_markdown  # start-up: loaded on first use, not with the console
-        from backend.conversation_store import exports_dir, write_export  # start-up: loaded on first use
+        from backend.chat.conversation import to_markdown  # start-up: loaded on first use, not with the console
+        from backend.chat.store import exports_dir, write_export  # start-up: loaded on first use
 
         s = self._selected()
         if s is None:

@@ -304,7 +304,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
     @on(ChatFinished)
     def chat_finished(self, message: ChatFinished) -> None:
         # start-up: loaded on first use, not before the console's first frame
-        from backend.conversation import measured_decode_rate
+        from backend.chat.conversation import measured_decode_rate
 
         # the measured decode rate beside the ledger's batch-1 ceiling; never a burst or an impossible rate
         tps = measured_decode_rate(message.result, (self.plan or {}).get("decode_tokens_per_s_ceiling"))

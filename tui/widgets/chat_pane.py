@@ -3,9 +3,9 @@ the keyboard responsive while it streams), with the figures people watch (time t
 tokens/s beside the batch-1 ceiling, or "burst") under each reply. One HTTP client serves every
 request of the pane.
 
-Each conversation is saved as it goes (backend/conversation_store.py); ctrl+o (or `o` on the
+Each conversation is saved as it goes (backend/chat/store.py); ctrl+o (or `o` on the
 transcript) lists them to reopen; ctrl+s edits this chat's sampling settings. Before a message is
-sent its prompt is counted against max_model_len (backend/context_budget.py) and the budget shows
+sent its prompt is counted against max_model_len (backend/chat/context_budget.py) and the budget shows
 under the input; one that would not fit is not sent. esc cuts a streaming reply: the stream is
 closed (vLLM aborts the request), the partial reply is kept and marked as cut.
 """
@@ -23,8 +23,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from backend.chat_session import ChatSession
-from backend.conversation import ChatParams, Conversation, reply_line
+from backend.chat.conversation import ChatParams, Conversation, reply_line
+from backend.chat.session import ChatSession
 from tui.messages import BudgetCounted, ChatDelta, ChatFinished, ChatRefused, ClipboardDelivered
 from tui.node import QwenNode
 
@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # start-up: the pane's content and its store load when the ch
     from textual import events
     from textual.widget import Widget
 
-    from backend.context_budget import Budget
-    from backend.conversation_store import Store
+    from backend.chat.context_budget import Budget
+    from backend.chat.store import Store
     from tui.widgets.reply import ReplyView
     from tui.widgets.transcript import Transcript
     from tui.widgets.waiting_line import WaitingLine
@@ -48,8 +48,8 @@ HELP = ("Ask the served model something. Every key here is text. enter: send · 
 
 
 def _preload() -> None:
-    import backend.chat  # noqa: F401
-    import backend.conversation_store  # noqa: F401 - the pane's content, built when the chat is first shown
+    import backend.chat.store  # noqa: F401 - the pane's content, built when the chat is first shown
+    import backend.chat.stream  # noqa: F401
     import tui.widgets.chat_input  # noqa: F401
     from tui.widgets.reply import warm_up
 
@@ -84,7 +84,7 @@ class ChatPane(QwenNode, Vertical):
     def __init__(self, store: Store | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._store = store  # made by build() when None
-        # the one send sequence (backend/chat_session.py, which `qwen-tui chat` drives too); the pane
+        # the one send sequence (backend/chat/session.py, which `qwen-tui chat` drives too); the pane
         # turns its deltas and outcomes into messages and widgets
         self.session = ChatSession(lambda: self.app.settings, Conversation(), store)
         self.built = False  # its widgets: made the first time the chat is shown (build())
@@ -153,7 +153,7 @@ class ChatPane(QwenNode, Vertical):
         async with self._build_lock:
             if self.built:
                 return
-            from backend.conversation_store import Store  # start-up: loaded on first use, not with the console
+            from backend.chat.store import Store  # start-up: loaded on first use, not with the console
             from tui.widgets.chat_input import ChatInput  # start-up: loaded on first use, not with the console
             from tui.widgets.transcript import Transcript  # start-up: loaded on first use, not with the console
 
@@ -225,8 +225,8 @@ class ChatPane(QwenNode, Vertical):
     @work(group="chat", exclusive=True, exit_on_error=False)
     async def ask(self, text: str) -> None:
         """The session's send, its deltas and its end as messages. Never touches widgets."""
-        from backend.chat import ChatError  # httpx: not before the first chat
-        from backend.chat_session import ContextRefused  # start-up: loaded on first use, not with the console
+        from backend.chat.session import ContextRefused  # start-up: loaded on first use, not with the console
+        from backend.chat.stream import ChatError  # httpx: not before the first chat
 
         conv = self.conversation
         pending: list[str] = []
@@ -329,7 +329,7 @@ class ChatPane(QwenNode, Vertical):
         self.app.push_screen(ContextFitScreen(message.budget.refusal(), message.drop, lower), chosen)
 
     async def _run_store(self, fn: Callable[[Conversation], object], conv: Conversation) -> None:
-        from backend.conversation_store import StoreError  # start-up: loaded on first use, not with the console
+        from backend.chat.store import StoreError  # start-up: loaded on first use, not with the console
 
         if not conv.turns:  # nothing saved yet: kept in memory, written with the first reply
             return
@@ -345,7 +345,7 @@ class ChatPane(QwenNode, Vertical):
         self._show_budget()
 
     def _show_budget(self) -> None:
-        from backend.context_budget import Budget  # start-up: loaded on first use, not with the console
+        from backend.chat.context_budget import Budget  # start-up: loaded on first use, not with the console
 
         if not self.built:  # drawn when it is (build())
             return
@@ -450,7 +450,7 @@ class ChatPane(QwenNode, Vertical):
         self.app.push_screen(ConversationsScreen(self.store, self.conversation.id), chosen)
 
     async def reopen(self, conv_id: str) -> None:
-        from backend.conversation_store import StoreError  # start-up: loaded on first use, not with the console
+        from backend.chat.store import StoreError  # start-up: loaded on first use, not with the console
 
         await self._cancel_reply()
         try:

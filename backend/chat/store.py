@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import paths
-from backend.conversation import ChatParams, Conversation
+from backend.chat.conversation import ChatParams, Conversation
 from backend.settings import Settings
 
 SUFFIX = ".jsonl"
@@ -184,7 +184,9 @@ class Store:
             turn = {k: v for k, v in rec.items() if k not in ("type", "at")}
             conv.turns.append(turn)
             if role == "user" and not conv.title:
-                from backend.conversation import default_title  # start-up: loaded on first use, not with the console
+                from backend.chat.conversation import (
+                    default_title,  # start-up: loaded on first use, not with the console
+                )
 
                 conv.title = default_title(content)
         elif kind == "params":

@@ -1,10 +1,10 @@
 """One chat with the served model: the send sequence that `qwen-tui chat` and the console's chat pane
 both drive, so it exists once.
 
-A send counts the request against max_model_len (backend/context_budget.py; the server's usage of
+A send counts the request against max_model_len (backend/chat/context_budget.py; the server's usage of
 the last reply makes most counts free), leaves the oldest exchanges out when asked to and that makes
 it fit, streams the reply (each delta to the caller), records the exchange with its figures, keeps
-the usage for the next count, and appends it to the conversation's file (backend/conversation_store.py)
+the usage for the next count, and appends it to the conversation's file (backend/chat/store.py)
 when the session has a store. A reply cut by a cancel (esc, ctrl+c) is recorded and saved as cut.
 The session holds the conversation and what it knows of its context; it never prints nor draws.
 """
@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from backend.conversation import ChatParams, Conversation, figures_line, reply_figures
+from backend.chat.conversation import ChatParams, Conversation, figures_line, reply_figures
 
 if TYPE_CHECKING:
     import httpx
 
-    from backend.chat import ChatResult
-    from backend.context_budget import Budget
-    from backend.conversation_store import Store
+    from backend.chat.context_budget import Budget
+    from backend.chat.store import Store
+    from backend.chat.stream import ChatResult
     from backend.settings import Settings
 
 DeltaFn = Callable[[str], object]  # called with each text delta, as it arrives (a returned awaitable is awaited)
@@ -83,7 +83,7 @@ class ChatSession:
         return self.endpoint or (self.settings.base_url, self.settings.served_name)
 
     def client(self) -> httpx.AsyncClient:
-        from backend.chat import new_client  # httpx: not before the first request (start-up)
+        from backend.chat.stream import new_client  # httpx: not before the first request (start-up)
 
         if self._http is None:  # one client (and connection) for the session's life
             self._http = new_client(self.settings.api_key, self.transport)  # key file, env or config
@@ -101,7 +101,7 @@ class ChatSession:
     # -- the context budget -------------------------------------------------------------------------
     async def count(self, prompt: str | None = None, max_tokens: int | None = None) -> Budget:
         """The budget of sending `prompt` after the history (None: the history alone)."""
-        from backend.context_budget import count  # httpx: not before the first request (start-up)
+        from backend.chat.context_budget import count  # httpx: not before the first request (start-up)
         from backend.httpclient import headers
 
         base_url, model = self.target()
@@ -117,7 +117,7 @@ class ChatSession:
 
     async def fewest_to_drop(self, prompt: str, budget: Budget) -> int | None:
         """The fewest oldest exchanges to leave out so `prompt` fits (None: none does, or no count)."""
-        from backend.context_budget import exchanges_to_drop, split_exchanges  # httpx: start-up
+        from backend.chat.context_budget import exchanges_to_drop, split_exchanges  # httpx: start-up
         from backend.httpclient import headers
 
         conv = self.conversation
@@ -139,7 +139,7 @@ class ChatSession:
 
     def budget_now(self) -> Budget | None:
         """The context as last known (from the usage or the last count), for the line under the input."""
-        from backend.context_budget import Budget  # start-up: with the first count
+        from backend.chat.context_budget import Budget  # start-up: with the first count
 
         if self.known is None:
             return None
@@ -151,10 +151,10 @@ class ChatSession:
                    on_budget: Callable[[Budget], object] | None = None) -> Reply:
         """Count, (drop the oldest exchanges when asked and that fits), stream, record, save.
 
-        Raises ContextRefused when it would not fit (nothing sent), backend.chat.ChatError when the
+        Raises ContextRefused when it would not fit (nothing sent), backend.chat.stream.ChatError when the
         server refuses or fails (nothing recorded; `self.result` has what arrived); a cancel records
         and saves what arrived as cut (in `self.last`) and propagates."""
-        from backend.chat import ChatResult, stream_chat  # httpx: not before the first request (start-up)
+        from backend.chat.stream import ChatResult, stream_chat  # httpx: not before the first request (start-up)
 
         conv, params = self.conversation, self.conversation.params
         max_tokens = max_tokens if max_tokens is not None else params.max_tokens
@@ -208,7 +208,7 @@ class ChatSession:
 
     def _save(self, conv: Conversation, new: list[dict[str, Any]], served: str, base_url: str, model: str) -> str:
         """Append the exchange to the conversation's file; '' or why it was not saved."""
-        from backend.conversation_store import StoreError, server_record  # start-up: with the first reply
+        from backend.chat.store import StoreError, server_record  # start-up: with the first reply
 
         if self.store is None or not new:
             return ""

@@ -1,7 +1,7 @@
 """One chat conversation: its turns, the sampling settings it runs with, what is sent, the figures line.
 
-Plain data; backend.conversation_store keeps it on disk (JSON lines), the console's ChatPane renders
-it and backend.chat streams each reply. An assistant turn may carry the reply's figures (`figures`:
+Plain data; backend.chat.store keeps it on disk (JSON lines), the console's ChatPane renders
+it and backend.chat.stream streams each reply. An assistant turn may carry the reply's figures (`figures`:
 ChatResult.as_dict() without the text, `line`: the figures line shown under it) and `cut` when esc
 stopped it; what is sent is only each turn's role and content.
 """
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from backend.settings.spec import CHAT, range_words
 
-if TYPE_CHECKING:  # the console's first frame does not need httpx: backend.chat is imported on first use
-    from backend.chat import ChatResult
+if TYPE_CHECKING:  # the console's first frame does not need httpx: backend.chat.stream is imported on first use
+    from backend.chat.stream import ChatResult
 
 
 # each parameter's help and range are its [chat] key's (backend/settings/spec.py)
