@@ -6,7 +6,7 @@
 Streams from a FAKE OpenAI-style server (NOT vLLM: benchmarks/bench_sweep_streams.py's raw asyncio
 server, in its own process, so its CPU is not counted): N requests, C in flight, each `--tokens`
 chunks one every `--token-ms` ms. Measures this process's user+sys CPU over the run for
-- `qwen-tui`: backend.loadtest's request function as `qwen-tui bench` runs it (over aiohttp);
+- `qwen-tui`: backend.bench.loadtest's request function as `qwen-tui bench` runs it (over aiohttp);
 - `qwen-tui/httpx`: the same over httpx (stream_chat, the chat's path; the bench's before 2026-12-01);
 - `vllm`: `vllm bench serve`'s own request function (aiohttp), when vLLM is installed.
 Runs alternate; prints each one's ms of CPU per token, the medians and the ratios to vLLM's. On a
@@ -58,8 +58,8 @@ async def measure(tool: str, base: str, a: argparse.Namespace) -> tuple[float, i
             return cpu() - c0, sum(r.output_tokens or 0 for r in res)
     import httpx
 
+    from backend.bench.loadtest import aiohttp_send, httpx_send, make_request_fn, run_requests, stream_session
     from backend.httpclient import async_client
-    from backend.loadtest import aiohttp_send, httpx_send, make_request_fn, run_requests, stream_session
 
     limits = httpx.Limits(max_connections=a.concurrency + 4, max_keepalive_connections=a.concurrency + 4)
     async with async_client(api_key=None, timeout=httpx.Timeout(30.0), limits=limits) as client, \

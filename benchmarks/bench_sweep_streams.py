@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_sweep_streams.py [--levels 64,256] [--tokens 64]
         [--token-ms 20] [--requests-per-level N]
 
-Runs `backend.sweep.run_sweep` (the code `qwen-tui bench --sweep` runs) against a FAKE, fast
+Runs `backend.bench.sweep.run_sweep` (the code `qwen-tui bench --sweep` runs) against a FAKE, fast
 OpenAI-style server (NOT vLLM: a raw asyncio HTTP/1.1 server in its own process, so its CPU is not
 counted) that streams `--tokens` tokens per request, one every `--token-ms` ms, and serves
 /v1/models, /tokenize and /metrics. Prints per level: the most requests in flight the generator
@@ -103,7 +103,7 @@ def main() -> int:
     args = ap.parse_args()
 
     os.environ.setdefault("QWEN_TUI_HOME", f"/tmp/qwen-tui-bench-streams-{os.getpid()}")
-    from backend import sweep
+    from backend.bench import sweep
     from backend.settings import load
 
     port = free_port()

@@ -12,7 +12,7 @@ both tools (the order swaps every round, so a drift of the machine hits both), e
 process, with the same concurrency, request count, output length (EOS ignored), temperature 0, and
 the same prompts:
 - `--prompts same` (the default): vLLM's custom dataset replays the prompts `qwen-tui bench` makes
-  (backend.loadtest.prompt_text, --input-len tokens of text plus the chat template, sized with the
+  (backend.bench.loadtest.prompt_text, --input-len tokens of text plus the chat template, sized with the
   server's /tokenize), so the two send the same work and differ only in how they send and time it;
 - `--prompts random`: vLLM's random dataset (random token ids decoded to text), and qwen-tui's
   --prompt-tokens set to the prompt tokens that dataset produced in the first run (its usage
@@ -123,9 +123,9 @@ def waves(res: dict, concurrency: int) -> dict[str, float | None]:
 
 # -- the qwen-tui side ---------------------------------------------------------------------------------
 def qwen_prompts(words: int, n: int) -> list[str]:
-    """n prompts as `qwen-tui bench` makes them (backend.loadtest.prompt_text), under a fresh run tag of
+    """n prompts as `qwen-tui bench` makes them (backend.bench.loadtest.prompt_text), under a fresh run tag of
     the same form as its own (the same token count, no prefix shared with any other run)."""
-    from backend.loadtest import prompt_text, run_tag
+    from backend.bench.loadtest import prompt_text, run_tag
 
     run = run_tag()
     return [prompt_text(i, words, run) for i in range(n)]
@@ -138,7 +138,7 @@ def size_prompts(a: argparse.Namespace) -> tuple[int, int]:
 
     import httpx
 
-    from backend.loadtest import BenchConfig, prepare, run_tag
+    from backend.bench.loadtest import BenchConfig, prepare, run_tag
 
     async def go() -> tuple[int, int]:
         async with httpx.AsyncClient(timeout=30) as client:

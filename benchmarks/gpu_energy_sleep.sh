@@ -42,7 +42,7 @@ smi before
 if step serve qt serve --detach --wait "$WAIT" --json; then
   smi ready
   step sweep qt bench --sweep "$LEVELS" --output-tokens 256 --json --csv "$R/sweep.csv"
-  step sweep-table python3 -c "import json,sys; from backend.sweep import table_lines; \
+  step sweep-table python3 -c "import json,sys; from backend.bench.sweep import table_lines; \
 print('\n'.join(table_lines(json.load(open('$R/sweep.out')))))"
   step bench qt bench --requests 16 --concurrency 8 --max-tokens 128 --json
   step host qt host --json

@@ -17,6 +17,7 @@ from textual.message import Message
 from backend.server.client import Poll
 
 if TYPE_CHECKING:
+    from backend.bench.sweep import LevelProgress
     from backend.chat.context_budget import Budget
     from backend.chat.conversation import Conversation
     from backend.chat.stream import ChatResult
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from backend.server.orphans import Holder, OrphanScan, Stopped
     from backend.setting_rows import Saved
     from backend.settings import Settings
-    from backend.sweep import LevelProgress
 
 
 @dataclass(eq=False)
@@ -253,7 +253,7 @@ class ProfilesPlanned(Message):
 
 
 class SweepEvent(Message):
-    """A concurrency sweep moved: a backend.sweep.LevelProgress, or a finished level's row (dict)."""
+    """A concurrency sweep moved: a backend.bench.sweep.LevelProgress, or a finished level's row (dict)."""
 
     def __init__(self, event: LevelProgress | dict[str, Any]) -> None:
         super().__init__()

@@ -515,10 +515,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     # start-up: a subcommand imports only what it runs
-    from backend.loadtest import BenchConfig, BenchInputError, run_cli
+    from backend.bench.loadtest import BenchConfig, BenchInputError, run_cli
 
     if args.sweep is not None:
-        from backend import sweep  # start-up: a subcommand imports only what it runs
+        from backend.bench import sweep  # start-up: a subcommand imports only what it runs
 
         try:
             sweep_cfg = sweep.config_from_args(args)

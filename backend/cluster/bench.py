@@ -9,11 +9,11 @@ import asyncio
 import sys
 from typing import Any
 
+from backend.bench.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, summary_lines, write_report
 from backend.cluster import ops
 from backend.cluster.config import check_url, load_cluster
 from backend.errors import ConfigError
 from backend.httpclient import sync_client
-from backend.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, summary_lines, write_report
 from backend.settings import Settings
 
 
@@ -57,7 +57,7 @@ def per_box_lines(rep: dict[str, Any]) -> list[str]:
 
 
 def run_url(settings: Settings, cfg: BenchConfig, url: str, as_json: bool, out: Any = None, err: Any = None) -> int:
-    from backend.loadtest import _progress_printer  # only this path needs it (start-up, or a cycle)
+    from backend.bench.loadtest import _progress_printer  # only this path needs it (start-up, or a cycle)
 
     out, err = out or sys.stdout, err or sys.stderr
     try:

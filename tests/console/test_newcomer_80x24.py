@@ -155,7 +155,7 @@ async def test_w_at_80x24_shows_every_column_to_kv_peak_both_plot_titles_the_axi
     """A FAKE scheduler (tests/helpers/sweep.py, httpx.MockTransport), not vLLM."""
     import httpx
 
-    from backend import sweep
+    from backend.bench import sweep
     from tests.console.test_console_layout import region_text
     from tests.helpers.sweep import FakeScheduler
     from tui.screens.sweep import SweepScreen

@@ -8,7 +8,7 @@ import json
 import httpx
 from textual.widgets import DataTable
 
-from backend import sweep
+from backend.bench import sweep
 from backend.server.client import Poll
 from tests.helpers.console import app_with, bench_dialog_on_a_closed_port, wait_until
 from tests.helpers.sweep import FakeScheduler

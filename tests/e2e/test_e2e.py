@@ -153,7 +153,7 @@ async def test_console_chat_streams_a_reply_with_its_figures(server):
 
 async def test_console_load_test_against_the_real_server(server):
     """b runs the load test from the console: progress, then the figures beside the prediction."""
-    from backend.loadtest import BenchConfig
+    from backend.bench.loadtest import BenchConfig
     from backend.server.client import ServerClient
     from backend.settings import load
     from backend.spawn import Origin

@@ -64,7 +64,7 @@ def test_the_first_wave_is_told_apart_by_start_time_not_by_list_order():
 
 
 def test_vllm_replays_prompts_of_the_form_qwen_tui_bench_sends():
-    from backend.loadtest import prompt_text
+    from backend.bench.loadtest import prompt_text
 
     a, b = vs.qwen_prompts(5, 3), vs.qwen_prompts(5, 3)
     assert len(a) == 3 and len(set(a)) == 3

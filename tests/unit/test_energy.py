@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from backend import energy, sweep
+from backend import energy
+from backend.bench import sweep
 from tests.helpers.console import NoNvml
 from tests.helpers.sweep import FakeScheduler
 

@@ -1,4 +1,4 @@
-"""The load test's aiohttp path (backend/loadstream.py) against a real socket: the fault server of
+"""The load test's aiohttp path (backend/bench/loadstream.py) against a real socket: the fault server of
 tests/helpers/fault_server.py (NOT vLLM) streams, cuts, sends a malformed chunk or an error status; a
 closed port refuses. Each must end as the chat's httpx path ends: figures filled, or a ChatError with
 a fix, never a raw aiohttp exception."""
@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
+from backend.bench.loadtest import REQUEST_EXTRA, aiohttp_send, make_request_fn, stream_session
 from backend.chat.stream import ChatError, ChatResult
-from backend.loadtest import REQUEST_EXTRA, aiohttp_send, make_request_fn, stream_session
 from tests.helpers.fault_server import FaultServer
 
 

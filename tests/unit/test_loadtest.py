@@ -11,7 +11,7 @@ import socket
 import httpx
 import pytest
 
-from backend.loadtest import (
+from backend.bench.loadtest import (
     BenchConfig,
     BenchInputError,
     Progress,
@@ -182,7 +182,7 @@ def test_each_prompt_starts_with_its_own_number():
 
 def test_two_runs_never_send_the_same_prompt():
     """A repeated run sent the same prompts: the prefix cache skipped their prefill and TTFT read low."""
-    from backend.loadtest import run_tag
+    from backend.bench.loadtest import run_tag
 
     a, b = run_tag(), run_tag()
     assert a != b and prompt_text(3, 5, a)[:16] != prompt_text(3, 5, b)[:16]

@@ -26,7 +26,7 @@ DEFERRED = [
     "prometheus_client",
     "backend.setting_rows",
     "backend.server.orphans",
-    "backend.loadtest",
+    "backend.bench.loadtest",
     "backend.doctor",
     "backend.report",
     "tui.screens.settings",

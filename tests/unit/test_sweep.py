@@ -1,4 +1,4 @@
-"""Concurrency sweep (backend/sweep.py) against a FAKE server (httpx.MockTransport): NOT vLLM, it
+"""Concurrency sweep (backend/bench/sweep.py) against a FAKE server (httpx.MockTransport): NOT vLLM, it
 schedules 4 sequences at a time and reports its queue and KV use on /metrics as a vLLM does, so the
 per-level peaks can be checked; the real demo server is swept in test_e2e_sweep.py."""
 
@@ -9,8 +9,8 @@ import json
 import httpx
 import pytest
 
-from backend import sweep
-from backend.loadtest import BenchInputError
+from backend.bench import sweep
+from backend.bench.loadtest import BenchInputError
 from backend.settings import load
 from tests.helpers.sweep import FakeScheduler
 
@@ -131,7 +131,7 @@ def test_the_h200_long_profile_served_32k_as_planned():
 def test_a_level_is_burst_only_when_most_of_its_requests_are():
     """Issue 28: every row said "burst" at concurrency 1 (109.5 tok/s): a pooled ITL p50 near 0 came
     from tokens in pairs. The rate stands unless most requests had no measurable gaps."""
-    from backend.sweep import level_row
+    from backend.bench.sweep import level_row
 
     rep = {"completed": 4, "requests": 4, "output_tokens": 256, "itl_ms": {"p50": 0.02},
            "ttft_ms": {"mean": 20.0, "p50": 19.0, "p99": 30.0},

@@ -19,7 +19,7 @@ from tui.palette import style
 from tui.screens.dialog import Dialog
 
 if TYPE_CHECKING:
-    from backend.loadtest import Progress
+    from backend.bench.loadtest import Progress
 
 
 class BenchScreen(Dialog[None]):
@@ -34,7 +34,9 @@ class BenchScreen(Dialog[None]):
     def __init__(self, status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None) -> None:
         super().__init__()
-        from backend.loadtest import BenchConfig  # start-up: loaded on first use, not before the console's first frame
+        from backend.bench.loadtest import (
+            BenchConfig,  # start-up: loaded on first use, not before the console's first frame
+        )
 
         self.status, self.plan = status, plan
         self.config = config or BenchConfig()
@@ -66,7 +68,7 @@ class BenchScreen(Dialog[None]):
     @work(group="bench", exclusive=True, exit_on_error=False)
     async def run_load(self) -> None:
         # start-up: loaded on first use, not before the console's first frame
-        from backend.loadtest import BenchInputError, run_bench
+        from backend.bench.loadtest import BenchInputError, run_bench
 
         def progress(p: Progress) -> None:
             self.post_message(BenchProgress(p.done, p.in_flight, p.total))
@@ -89,7 +91,7 @@ class BenchScreen(Dialog[None]):
     @on(BenchFinished)
     def finished(self, message: BenchFinished) -> None:
         # start-up: loaded on first use, not before the console's first frame
-        from backend.loadtest import summary_lines
+        from backend.bench.loadtest import summary_lines
 
         self.running = False
         self.report = message.report

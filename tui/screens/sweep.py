@@ -77,7 +77,9 @@ class SweepScreen(Dialog[None]):
     def __init__(self, status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                  config: Any = None, transport: Any = None, save_dir: Any = None) -> None:
         super().__init__()
-        from backend.sweep import SweepConfig  # start-up: loaded on first use, not before the console's first frame
+        from backend.bench.sweep import (
+            SweepConfig,  # start-up: loaded on first use, not before the console's first frame
+        )
 
         self.status, self.plan = status, plan
         self.config = config or SweepConfig(list(DEFAULT_LEVELS))
@@ -121,8 +123,8 @@ class SweepScreen(Dialog[None]):
 
     @work(group="sweep", exclusive=True, exit_on_error=False)
     async def run_sweep(self) -> None:
-        from backend import sweep  # start-up: loaded on first use, not before the console's first frame
-        from backend.loadtest import BenchInputError
+        from backend.bench import sweep  # start-up: loaded on first use, not before the console's first frame
+        from backend.bench.loadtest import BenchInputError
 
         def on_event(ev: Any) -> None:
             self.post_message(SweepEvent(ev))
@@ -143,7 +145,9 @@ class SweepScreen(Dialog[None]):
 
     @on(SweepEvent)
     def sweep_moved(self, message: SweepEvent) -> None:
-        from backend.sweep import LevelProgress  # start-up: loaded on first use, not before the console's first frame
+        from backend.bench.sweep import (
+            LevelProgress,  # start-up: loaded on first use, not before the console's first frame
+        )
 
         ev = message.event
         if isinstance(ev, LevelProgress):
@@ -210,7 +214,9 @@ class SweepScreen(Dialog[None]):
                else "batch-1 decode ceiling n/a (CPU or unknown card)"), "dim"))
 
     def _predicted(self) -> dict[str, Any]:
-        from backend.loadtest import predict  # start-up: loaded on first use, not before the console's first frame
+        from backend.bench.loadtest import (
+            predict,  # start-up: loaded on first use, not before the console's first frame
+        )
 
         return predict(self.app.settings, self.status, self.plan)
 

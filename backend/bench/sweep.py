@@ -3,7 +3,7 @@ seeds measure by hand (~200 tokens in, ~500 out; mean TTFT, per-request and tota
 what the server itself said during each level from /metrics (peak KV cache usage, whether requests
 queued, preemptions), and the levels above the ledger's max concurrency marked.
 
-Each level is `backend.loadtest.run_bench` unchanged (its definitions, its prompt sizing, its
+Each level is `backend.bench.loadtest.run_bench` unchanged (its definitions, its prompt sizing, its
 tags that keep the prefix cache out); only the first level sends the warm-up request. While a
 level's requests run, a sampler reads /metrics every SAMPLE_S seconds on its own connection.
 
@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 
 from backend import energy, metrics, paths
+from backend.bench.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, cli_inputs, predict, run_bench
 from backend.httpclient import async_client
-from backend.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, cli_inputs, predict, run_bench
 from backend.settings import Settings
 
 SAMPLE_S = 0.25

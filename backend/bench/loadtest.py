@@ -320,8 +320,10 @@ def httpx_send(client: httpx.AsyncClient, base_url: str, model: str, api_key: st
 
 
 def aiohttp_send(session: Any, base_url: str, model: str) -> SendFn:
-    """Requests over aiohttp (backend/loadstream.py: a third of httpx's CPU per streamed token)."""
-    from backend import loadstream  # aiohttp only once a load runs: the console's start-up and `status` never import it
+    """Requests over aiohttp (backend/bench/loadstream.py: a third of httpx's CPU per streamed token)."""
+    from backend.bench import (
+        loadstream,  # aiohttp only once a load runs: the console's start-up and `status` never import it
+    )
 
     async def send(messages: list[dict[str, str]], max_tokens: int, result: ChatResult) -> None:
         body = {**chat_body(model, messages, max_tokens, 0.0), **REQUEST_EXTRA}
@@ -367,7 +369,7 @@ async def stream_session(concurrency: int, api_key: str | None,
     if transport is not None:
         yield None
         return
-    from backend import loadstream  # aiohttp only once a load runs (start-up: the console and the CLI)
+    from backend.bench import loadstream  # aiohttp only once a load runs (start-up: the console and the CLI)
 
     async with loadstream.new_session(concurrency, api_key, READ_TIMEOUT_S) as session:
         yield session
