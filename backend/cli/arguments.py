@@ -14,7 +14,7 @@ def events_args(p: argparse.ArgumentParser) -> None:
 
 
 def pull_args(p: argparse.ArgumentParser) -> None:
-    from backend.pull.cli import add_args  # start-up: a subcommand imports only what it runs
+    from backend.cli.pull_cmd import add_args  # start-up: a subcommand imports only what it runs
 
     add_args(p)
 

@@ -537,7 +537,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from backend.pull.cli import cmd_pull as run  # start-up: a subcommand imports only what it runs
+    from backend.cli.pull_cmd import cmd_pull as run  # start-up: a subcommand imports only what it runs
 
     return run(args)
 
@@ -582,7 +582,7 @@ COMMANDS = {
     "systemd-unit": (cmd_systemd_unit, "print a systemd unit that runs the supervisor", argdefs.no_args),
 }
 
-from backend.cluster.cli import COMMANDS as _CLUSTER_COMMANDS  # noqa: E402  (cluster, router)
+from backend.cli.cluster_cmd import COMMANDS as _CLUSTER_COMMANDS  # noqa: E402  (cluster, router)
 
 COMMANDS.update(_CLUSTER_COMMANDS)
 

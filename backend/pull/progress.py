@@ -196,3 +196,23 @@ def os_error(e: OSError, path: Path | None) -> PullError:
         return PullError(f"disk full{where} ({e.strerror}): free some space and run pull again; it continues "
                          "where it stopped", "disk-full")
     return PullError(f"{e.strerror or e}{where}", "os")
+
+
+def summary_text(r: dict[str, Any]) -> str:
+    lines = []
+    fetched = f"{human_bytes(r['bytes_fetched'])} fetched, {human_bytes(r['bytes_resumed'])} already there"
+    if r["verified"]:
+        exp = (f" ({r['params_source']} expects {r['params_expected']:,})" if r.get("params_expected") else "")
+        lines.append(f"verified: {r['local_dir']} ({len(r['files'])} files, {human_bytes(r['bytes'])}; "
+                     f"{r.get('shards', 0)} shard(s), {r['params']:,} parameters in the headers{exp}); "
+                     f"{fetched} in {human_seconds(r['seconds'])}")
+    else:
+        lines.append(f"NOT verified: {r['repo_id']} in {r['local_dir']} ({fetched})")
+        lines += [f"  problem: {p}" for p in r["problems"]]
+    if r.get("model_set_error"):
+        lines.append(f"could not set server.model: {r['model_set_error']}")
+    elif r.get("model_set"):
+        lines.append(f'server.model = "{r["local_dir"]}" saved to {r["model_set"]}')
+    elif r["verified"]:
+        lines.append(f"use it: --set server.model={r['local_dir']} (or pull again with --set-model)")
+    return "\n".join(lines)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -125,3 +126,13 @@ def cancel(data: dict[str, Any]) -> bool:
 
 def detach(data: dict[str, Any]) -> bool:
     return signal_pull(data, signal.SIGUSR1)
+
+
+def spawn(argv: list[str]) -> tuple[int, Path]:
+    """Start a pull's command line (backend/spawn.py writes it) in its own session; its output goes to a log."""
+    statefile.ensure_private_dirs()
+    log = statefile.logs_dir() / f"pull-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=dict(os.environ, QWEN_TUI_PULL_LOG=str(log)))
+    return proc.pid, log

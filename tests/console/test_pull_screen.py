@@ -103,7 +103,7 @@ async def test_a_detached_pull_shows_in_a_new_console_and_c_cancels_it(mirror, t
 
 def test_a_console_pull_stops_when_its_console_is_gone(mirror, tmp_path, qhome):
     from backend.pull import state as pull_state
-    from backend.pull.cli import spawn
+    from backend.pull.state import spawn
     from backend.spawn import PullJob, pull
 
     mirror.rate_bps = 100_000

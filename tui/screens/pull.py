@@ -1,6 +1,6 @@
 """PullScreen: `qwen-tui pull` in the console (key g; doctor offers it for a repo id not downloaded).
 
-The pull runs as its own process (`qwen-tui pull ...`, backend/pull/cli.py) that writes its state file;
+The pull runs as its own process (`qwen-tui pull ...`, backend/cli/pull_cmd.py) that writes its state file;
 this screen starts it and follows that file, so a pull another console (or `pull --detach`) started
 shows here the same way. Before the start: source, repo id, revision, target folder and its free space.
 While it runs: a bar per file and one for all, bytes, rate, ETA; `c` cancels (the next pull continues),
@@ -172,7 +172,7 @@ class PullScreen(Dialog[str | None]):
     async def start_worker(self, job: PullJob) -> None:
         # start-up: loaded on first use, not before the console's first frame
         from backend import spawn
-        from backend.pull.cli import spawn as start
+        from backend.pull.state import spawn as start
 
         try:
             pid, log = await asyncio.to_thread(start, spawn.pull(spawn.origin_of(self.app.settings), job))
@@ -260,7 +260,9 @@ class PullScreen(Dialog[str | None]):
         self.query_one("#keys", Label).update(keys)
 
     def _result_text(self, r: dict[str, Any]) -> Text:
-        from backend.pull.cli import summary_text  # start-up: loaded on first use, not before the console's first frame
+        from backend.pull.progress import (
+            summary_text,  # start-up: loaded on first use, not before the console's first frame
+        )
 
         text = Text()
         ok = bool(r.get("verified"))

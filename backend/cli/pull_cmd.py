@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -21,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from backend.pull import state as pull_state
-from backend.pull.progress import human_bytes, human_seconds, overall_line
+from backend.pull.progress import human_bytes, overall_line, summary_text
 from backend.pull.run import SOURCES, Pull, PullOptions, check_repo_id
+from backend.pull.state import spawn
 
 if TYPE_CHECKING:
     from backend.settings import Settings
@@ -111,26 +111,6 @@ class Printer:
             self._line("pull: verifying (sizes, index, safetensors headers, config, tokenizer)")
 
 
-def summary_text(r: dict[str, Any]) -> str:
-    lines = []
-    fetched = f"{human_bytes(r['bytes_fetched'])} fetched, {human_bytes(r['bytes_resumed'])} already there"
-    if r["verified"]:
-        exp = (f" ({r['params_source']} expects {r['params_expected']:,})" if r.get("params_expected") else "")
-        lines.append(f"verified: {r['local_dir']} ({len(r['files'])} files, {human_bytes(r['bytes'])}; "
-                     f"{r.get('shards', 0)} shard(s), {r['params']:,} parameters in the headers{exp}); "
-                     f"{fetched} in {human_seconds(r['seconds'])}")
-    else:
-        lines.append(f"NOT verified: {r['repo_id']} in {r['local_dir']} ({fetched})")
-        lines += [f"  problem: {p}" for p in r["problems"]]
-    if r.get("model_set_error"):
-        lines.append(f"could not set server.model: {r['model_set_error']}")
-    elif r.get("model_set"):
-        lines.append(f'server.model = "{r["local_dir"]}" saved to {r["model_set"]}')
-    elif r["verified"]:
-        lines.append(f"use it: --set server.model={r['local_dir']} (or pull again with --set-model)")
-    return "\n".join(lines)
-
-
 def _watch(cancel: threading.Event, parent: int, detached: threading.Event) -> None:
     """Cancel when the console that started this pull is gone, unless it asked us to keep going."""
     from backend.server import statefile  # only when a pull runs: the hub clients are slow to import
@@ -141,18 +121,6 @@ def _watch(cancel: threading.Event, parent: int, detached: threading.Event) -> N
             cancel.set()
             return
         time.sleep(0.5)
-
-
-def spawn(argv: list[str]) -> tuple[int, Path]:
-    """Start a pull's command line (backend/spawn.py writes it) in its own session; its output goes to a log."""
-    from backend.server import statefile  # only when a pull runs: the hub clients are slow to import
-
-    statefile.ensure_private_dirs()
-    log = statefile.logs_dir() / f"pull-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=dict(os.environ, QWEN_TUI_PULL_LOG=str(log)))
-    return proc.pid, log
 
 
 def _status(args: argparse.Namespace) -> int:
