@@ -156,7 +156,7 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
             "the message alone is too long for max_model_len: shorten it"
         if conv is not None and conv.exchanges_in_context():
             fix += ", or add --drop-oldest (the oldest exchanges are left out of the context, kept in the file)"
-        return _chat_error(args, ChatError(b.refusal(), fix))
+        return _chat_error(args, ChatError(b.refusal(), fix), code=2)  # bad input: nothing was sent
     except ChatError as e:
         return _chat_error(args, e)
     result, budget, ceiling = reply.result, reply.budget, ceiling_of()
@@ -184,12 +184,12 @@ def _send(settings: Settings, store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def _chat_error(args: argparse.Namespace, e: ChatError) -> int:
+def _chat_error(args: argparse.Namespace, e: ChatError, code: int = 1) -> int:
     if args.json:
         _print_json({"error": e.message, "fix": e.fix, "status": e.status})
     else:
         _err(f"{e.message}\n  fix: {e.fix}")
-    return 1
+    return code
 
 
 class _ceiling:

@@ -251,12 +251,13 @@ async def test_two_replies_quit_reopen_with_figures_then_export(server):
     r = cli("--demo", "chat", "--conversation", conv_id, "--max-tokens", "8", "--json", "third")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["conversation"]["messages"] == 6 and out["completion_tokens"] == 8
+    # random weights may end the reply early (CI saw 2 of 8): the CLI has no ignore_eos
+    assert out["conversation"]["messages"] == 6 and 1 <= out["completion_tokens"] <= 8
     assert out["prompt_tokens"] > 48 + 16  # the earlier turns were in the prompt
 
 
 def test_a_request_that_would_not_fit_is_refused_before_vllm(server):
     r = cli("--demo", "chat", "--conversation", "too long", "--max-tokens", "2040", "hi")
-    assert r.returncode == 1
+    assert r.returncode == 2  # bad input: nothing was sent
     assert "> max_model_len 2048" in r.stderr and "lower --max-tokens to" in r.stderr
     assert "400" not in r.stderr  # refused here, not by the server

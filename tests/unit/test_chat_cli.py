@@ -62,7 +62,7 @@ def test_a_request_that_would_not_fit_is_refused_with_the_ways_out(qhome, capsys
             assert run(capsys, srv, "--conversation", "long", "--max-tokens", "250", q)[0] == 0
         sent_before = len(srv.bodies)
         rc, out, err = run(capsys, srv, "--conversation", "long", "--max-tokens", "290", "four")
-        assert rc == 1 and len(srv.bodies) == sent_before  # never sent
+        assert rc == 2 and len(srv.bodies) == sent_before  # bad input: never sent
         assert "> max_model_len 300" in err and "lower --max-tokens to" in err and "--drop-oldest" in err
         rc, out, err = run(capsys, srv, "--conversation", "long", "--max-tokens", "260", "--drop-oldest", "four")
         assert rc == 0, err
