@@ -252,6 +252,9 @@ def _wait_ready(timeout: float, quiet: bool = False) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from backend.server import client as supervisor_client  # start-up: a subcommand imports only what it runs
 
+    given = None  # --config/--set/--profile named on the line: checked (a bad one exits 2) and named
+    if args.config is not None or args.overrides or getattr(args, "profile", None):
+        given = load_settings(args)
     st = supervisor_client.status()
     if st.state is ServerState.READY and st.base_url:  # what it is doing now, from /metrics
         from backend import metrics  # only for a READY server: status stays quick without it
@@ -267,6 +270,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_json(st.to_dict())
     else:
         print(f"state: {st['state']}" + (f" ({st.get('detail')})" if st.get("detail") else ""))
+        if given is not None:  # status is of this state dir's server; the file is named so a mismatch shows
+            print(f"config: {given.source or 'built-in defaults'} (server.port {given.server_cfg.port})"
+                  + (f", profile {given.profile}" if given.profile else ""))
         for key in ("base_url", "pid", "supervisor_pid", "uptime_s", "restarts", "kv_cache_tokens",
                     "max_concurrency", "log_path", "note", "sleep_level", "gpu_memory_freed_bytes",
                     "wake_seconds"):

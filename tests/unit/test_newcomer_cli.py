@@ -154,3 +154,18 @@ def test_an_export_is_private_as_the_conversations_are(qhome, tmp_path):
 def test_empty_zero_and_negative_values_are_refused_with_exit_2(qhome, argv, says):
     r = cli(*argv)
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+
+
+# -- status with settings named on the line ----------------------------------------------------------
+def test_status_checks_the_settings_it_is_given_and_names_the_file(qhome, tmp_path):
+    bad = cli("--config", str(tmp_path / "missing.toml"), "status")
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and "Traceback" not in bad.stderr
+    bad = cli("--set", "server.bogus=1", "status")
+    assert bad.returncode == 2 and "unknown setting server.bogus" in bad.stderr
+    cfg = tmp_path / "mine.toml"
+    cfg.write_text("[server]\nport = 8123\n")
+    ok = cli("--config", str(cfg), "status")
+    assert ok.returncode == 0, ok.stderr
+    assert f"config: {cfg} (server.port 8123)" in ok.stdout.splitlines()
+    plain = cli("status")  # nothing named: status reads no file and says nothing of one
+    assert plain.returncode == 0 and "config:" not in plain.stdout
