@@ -115,11 +115,15 @@ class Env:
 
 # -- shared facts ------------------------------------------------------------------------------------
 def gib(b: float | None) -> str:
-    return "?" if b is None else f"{b / GiB:.1f} GiB"
+    """GiB to one place; below 0.05 GiB (a demo model's weights) in MiB, never "0.0 GiB"."""
+    if b is None:
+        return "?"
+    return f"{b / (1 << 20):.1f} MiB" if 0 < abs(b) < GiB / 20 else f"{b / GiB:.1f} GiB"
 
 
 def gb(b: float) -> str:
-    return f"{b / GB:.1f} GB"
+    """GB to one place; below 0.05 GB in MB (a file of some MB is not "0.0 GB")."""
+    return f"{b / 1e6:.1f} MB" if 0 < abs(b) < GB / 20 else f"{b / GB:.1f} GB"
 
 
 def cc_text(cc: tuple[int, int] | None) -> str:

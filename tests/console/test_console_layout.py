@@ -249,3 +249,10 @@ async def test_the_startup_timeline_ends_with_when_ready_came_not_an_ellipsis(qh
         panel = app.screen.query_one(FiguresPanel)
         assert await wait_until(pilot, lambda: "cuda_graphs" in "".join(region_text(app, panel)))
         assert "…" in "\n".join(region_text(app, panel))
+
+
+def test_a_tiny_figure_is_less_than_a_hundredth_not_zero():
+    from tui.widgets.ledger_panel import _fmt
+
+    assert _fmt(0.0035) == "<0.01" and _fmt(0.0) == "0.00" and _fmt(14.714) == "14.71" and _fmt(None) == "—"
+    assert _fmt(3_219_264) == "3,219,264"

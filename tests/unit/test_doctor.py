@@ -481,3 +481,11 @@ def test_model_in_another_cache_than_the_one_vllm_reads(env, tmp_path):
     c = run(doctor.check_model, settings(download_dir=str(tmp_path / "weights")), env)
     assert c.status == "warn" and f"vLLM looks only in {tmp_path / 'weights'}" in c.message
     assert c.fix == f'server.download_dir = "{tmp_path / "hf" / "hub"}"'
+
+
+def test_small_amounts_are_in_mib_and_mb_never_zero_gib():
+    from backend.doctor.context import gb, gib
+
+    assert gib(3.5 * (1 << 20)) == "3.5 MiB" and gib(0) == "0.0 GiB" and gib(None) == "?"
+    assert gib(29.4e9) == "27.4 GiB" and gib((1 << 30) / 20) == "0.1 GiB"
+    assert gb(2.7e6) == "2.7 MB" and gb(29.4e9) == "29.4 GB"

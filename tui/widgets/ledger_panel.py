@@ -15,8 +15,8 @@ from tui.palette import style
 def _fmt(v: Any) -> str:
     if v is None:
         return "—"
-    if isinstance(v, float):
-        return f"{v:,.2f}"
+    if isinstance(v, float):  # a demo model's 0.0035 GiB of weights is not "0.00"
+        return "<0.01" if 0 < abs(v) < 0.005 else f"{v:,.2f}"
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
