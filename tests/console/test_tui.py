@@ -61,6 +61,17 @@ async def test_failure_banner_shows_the_fix(qhome):
         banner = app.screen.query_one(FailureBanner)
         assert await wait_until(pilot, lambda: banner.has_class("-shown"))
         assert "server.max_model_len = 12784" in str(banner.render())
+        assert "FAILED: kv_cache_too_small" in str(banner.render())
+
+
+async def test_a_failure_nobody_diagnosed_is_a_bare_failed(qhome):
+    failure = {"kind": "unknown", "message": "vLLM killed by signal 9 (SIGKILL)", "fix": "see the log"}
+    app, _ = app_with([Poll(state={"state": "failed", "failure": failure}, parsed={"phase": "failed"})], qhome)
+    async with app.run_test() as pilot:
+        banner = app.screen.query_one(FailureBanner)
+        assert await wait_until(pilot, lambda: banner.has_class("-shown"))
+        shown = str(banner.render())
+        assert shown.startswith("FAILED\n") and "unknown" not in shown and "signal 9 (SIGKILL)" in shown
 
 
 @pytest.mark.parametrize("choice, stopped", [("k", False), ("s", True)])

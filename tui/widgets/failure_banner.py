@@ -43,11 +43,14 @@ class FailureBanner(Static):
     def _render_text(self) -> None:
         failure, earlier, fix = self._shown or {}, self._earlier, self._fix
         text = Text()
+        kind = failure.get("kind")
+        # no diagnosis ("unknown": a signal, an exit nobody explained) is a bare FAILED; the message says what
+        named = f": {kind}" if kind not in (None, "", "unknown") else ""
         if earlier:
-            text.append(f"attempt {failure.get('attempt')} FAILED: {failure.get('kind')} "
+            text.append(f"attempt {failure.get('attempt')} FAILED{named} "
                         f"(restarting; `qwen-tui logs --attempt {failure.get('attempt')}`)\n", "bold")
         else:
-            text.append(f"FAILED: {failure.get('kind')}\n", "bold")
+            text.append(f"FAILED{named}\n", "bold")
         text.append(f"{failure.get('message', '')}\n")
         text.append("fix: ", "bold")
         text.append(str(failure.get("fix", "")))
