@@ -173,6 +173,21 @@ async def test_level_filter_and_search(qhome):
         assert len(log.lines) == 4
 
 
+async def test_a_filter_that_hides_every_line_says_so(qhome):
+    lines = ["(APIServer pid=1) INFO 11-29 08:00:00 [a.py:1] fine",
+             "(APIServer pid=1) INFO 11-29 08:00:03 [a.py:4] KV cache size: 10 tokens"]
+    app, _ = app_with([Poll(state={"state": "ready"}, lines=lines, new_log=True)], qhome)
+    async with app.run_test(size=(140, 40)) as pilot:
+        log = app.screen.query_one(LogPane)
+        assert await wait_until(pilot, lambda: len(log.lines) == 2)
+        await pilot.press("l", "l")  # error and above: none
+        assert list(log.lines) == ["no lines at error or above (of 2 lines kept); l: next level, esc: clear filters"]
+        log.append_lines(["(EngineCore pid=2) ERROR 11-29 08:00:05 [core.py:3] boom"])
+        assert len(log.lines) == 1 and "boom" in log.lines[0]  # the note gives way to the first line it lets in
+        await pilot.press("escape")
+        assert len(log.lines) == 3 and not log.placeholder
+
+
 async def test_question_mark_toggles_the_keys_panel(qhome):
     from textual.widgets import HelpPanel
 

@@ -117,6 +117,7 @@ class LogPane(Log):
         self.level = "all"
         self.search = ""
         self.compact = True  # `v` toggles the full vLLM prefix
+        self.placeholder = False  # the pane shows the "no lines ..." note, not log lines
         self.highlighter.prefix_width = PREFIX_W
 
     def on_mount(self) -> None:
@@ -159,18 +160,28 @@ class LogPane(Log):
         self.all_lines.extend(keep)
         shown = [ln for ln in keep if keep_line(ln, self.level, self.search)]
         if shown:
+            if self.placeholder:  # the first line the filter lets through replaces the note
+                self.placeholder = False
+                self.clear()
             self.write_lines(self._shown(shown))
 
     def reset(self) -> None:
         self.all_lines.clear()
-        self.clear()
+        self.set_view()  # an empty pane, or the filter's note
 
     def set_view(self, level: str | None = None, search: str | None = None) -> None:
         """Re-filter what is kept (the full log stays on disk; `qwen-tui logs`)."""
         self.level = level if level is not None else self.level
         self.search = search if search is not None else self.search
         self.clear()
-        self.write_lines(self._shown(ln for ln in self.all_lines if keep_line(ln, self.level, self.search)))
+        shown = self._shown(ln for ln in self.all_lines if keep_line(ln, self.level, self.search))
         filters = [f"level ≥ {self.level}"] if self.level != "all" else []
         filters += [f"search {self.search!r}"] if self.search else []
+        # a filter that hides everything says so, rather than leaving an empty pane that looks broken
+        self.placeholder = bool(filters) and not shown
+        if self.placeholder:
+            what = " and ".join(([f"at {self.level} or above"] if self.level != "all" else [])
+                                + ([f"matching {self.search!r}"] if self.search else []))
+            shown = [f"no lines {what} (of {len(self.all_lines):,} lines kept); l: next level, esc: clear filters"]
+        self.write_lines(shown)
         self.border_title = escape("vLLM log" + "".join(f" · {f}" for f in filters))
