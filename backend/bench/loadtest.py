@@ -252,10 +252,10 @@ def capacity_notes(predicted: dict[str, Any], concurrency: int, tokens_per_reque
     kv, mc, seqs = predicted.get("kv_cache_tokens"), predicted.get("max_concurrency"), predicted.get("max_num_seqs")
     fits = kv // tokens_per_request if kv and tokens_per_request else None
     if fits is not None and concurrency > fits:
-        notes.append(f"concurrency {concurrency} exceeds the {fits} requests of {tokens_per_request} tokens "
-                     f"the KV cache holds ({kv} tokens): requests will queue or be preempted")
+        notes.append(f"concurrency {concurrency} exceeds the {fits:,} requests of {tokens_per_request:,} tokens "
+                     f"the KV cache holds ({kv:,} tokens): requests will queue or be preempted")
     elif mc and concurrency > mc:
-        notes.append(f"concurrency {concurrency} exceeds the {mc:g} full-length sequences the KV cache holds; "
+        notes.append(f"concurrency {concurrency} exceeds the {mc:,.6g} full-length sequences the KV cache holds; "
                      "these shorter requests fit, full-length ones would queue or be preempted")
     if seqs and concurrency > seqs:
         notes.append(f"concurrency {concurrency} exceeds server.max_num_seqs = {seqs}: the server runs "
@@ -507,8 +507,9 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
            f"{srv['base_url']} ({srv['model']})"]
     said = []
     if pred.get("max_concurrency") is not None:
-        said.append(f"the cache holds {pred['max_concurrency']:g}x sequences of {pred.get('max_model_len') or '?'} "
-                    f"({pred.get('kv_cache_tokens')} tokens, {pred.get('source')})")
+        kv, mml = pred.get("kv_cache_tokens"), pred.get("max_model_len")
+        said.append(f"the cache holds {pred['max_concurrency']:,.6g}x sequences of {f'{mml:,}' if mml else '?'} "
+                    f"({f'{kv:,}' if kv is not None else '?'} tokens, {pred.get('source')})")
     if pred.get("decode_ceiling_tokens_per_s"):
         said.append(f"the batch-1 ceiling is {pred['decode_ceiling_tokens_per_s']:.0f} tok/s")
     if said:

@@ -163,6 +163,8 @@ def test_capacity_notes():
     assert "8.96 full-length" in notes[0]
     notes = capacity_notes(pred, 20, 256)
     assert any("max_num_seqs = 16" in n for n in notes)
+    big = capacity_notes({"kv_cache_tokens": 4_231_808, "max_concurrency": None}, 20_000, 2_048)
+    assert "the 2,066 requests of 2,048 tokens the KV cache holds (4,231,808 tokens)" in big[0]
 
 
 def test_bursts_are_flagged():
