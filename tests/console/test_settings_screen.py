@@ -167,3 +167,21 @@ async def test_saved_but_not_restarted_marks_the_ledger_as_ahead_of_the_server(c
         panel = app.screen.query_one(LedgerPanel)
         assert await wait_until(pilot, lambda: "restart to apply" in str(panel.border_subtitle))
         assert client.actions == []
+
+
+async def test_at_80_columns_a_row_drops_the_default_column_and_keeps_the_help(cfg):
+    """At 80x24 a row was ~90 columns: 'defa…' was all of the default and none of the help showed."""
+    for size, wide in (((80, 24), False), ((160, 48), True)):
+        app, _ = make(cfg)
+        async with app.run_test(size=size) as pilot:
+            await open_at(pilot, app, "server.max_model_len")
+            await pilot.pause()
+            rows = app.screen.query_one(OptionList)
+            strips = app.screen._compositor.render_strips()
+            r = rows.region
+            shown = [s.text[r.x:r.right] for s in strips[r.y:r.bottom]]
+            line = next(ln for ln in shown if "max_model_len" in ln)
+            help_text = app.screen.rows["server.max_model_len"].spec.help
+            assert ("default " in line) is wide, line
+            assert "defa…" not in line and help_text[:8] in line, line
+            await pilot.press("escape")

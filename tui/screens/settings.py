@@ -43,20 +43,28 @@ if TYPE_CHECKING:
     from backend.ledger.preview import Preview
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
-VALUE_W, DEFAULT_W = 26, 14
+VALUE_W, DEFAULT_W, NARROW_VALUE_W = 26, 14, 16
 
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _prompt(row: Row, app: App[Any] | None = None) -> Text:
+# a row is marker, key, value, source, default, then the help; below this width the default column
+# goes (the detail pane under the list names it), so the help is not cut to nothing (80 columns: ~70)
+WIDE_AT = 2 + KEY_W + 1 + VALUE_W + 1 + 7 + 8 + DEFAULT_W + 1 + 24
+
+
+def _prompt(row: Row, app: App[Any] | None = None, width: int | None = None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("● " if row.modified else "  ", style(app, "warning", "bold"))
+    wide = width is None or width >= WIDE_AT
+    value_w = VALUE_W if wide else NARROW_VALUE_W  # narrow: a long value is whole in the detail pane
     text.append(f"{row.key:<{KEY_W}} ", "bold")
-    text.append(f"{_clip(row.value_text, VALUE_W):<{VALUE_W}} ")
+    text.append(f"{_clip(row.value_text, value_w):<{value_w}} ")
     text.append(f"{row.source if row.forced else '':<7}", style(app, "secondary"))
-    text.append(f"default {_clip(row.default_text, DEFAULT_W):<{DEFAULT_W}} ", "dim")
+    if wide:
+        text.append(f"default {_clip(row.default_text, DEFAULT_W):<{DEFAULT_W}} ", "dim")
     text.append(row.spec.help, "italic")
     if row.choices_text:
         text.append(f"  ({row.choices_text})", "dim")
@@ -100,6 +108,7 @@ class SettingsScreen(Dialog[str | None]):
         self.saved_any = False
         self.restart_pending = False
         self.last_preview: Preview | None = None  # the newest shown
+        self._wide = True  # the rows carry the default column (WIDE_AT)
         self._plan_inputs: tuple[list[dict[str, Any]] | None, str | None] | None = None  # GPUs, vLLM version (once)
 
     def compose_body(self) -> ComposeResult:  # no keys line: the Footer below the dialog has them
@@ -142,9 +151,11 @@ class SettingsScreen(Dialog[str | None]):
         if problem:
             self.show_message(f"cannot read the file: {problem}", "error")
         options: list[Option] = []
+        width = self.rows_width()
+        self._wide = width >= WIDE_AT
         for section in SCHEMA:
             options.append(Option(Text(f"[{section}]", "bold"), id=f"section:{section}", disabled=True))
-            options += [Option(_prompt(r, self.app), id=r.dotted) for r in rows if r.section == section]
+            options += [Option(_prompt(r, self.app, width), id=r.dotted) for r in rows if r.section == section]
         box = self.query_one(OptionList)
         old = box.highlighted
         box.set_options(options)
@@ -152,6 +163,18 @@ class SettingsScreen(Dialog[str | None]):
             box.highlighted = box.get_option_index(keep)
         else:
             box.highlighted = old if old is not None and not options[old].disabled else 1
+
+    def rows_width(self) -> int:
+        """The list's width for its rows; before the first layout, the dialog's share of the terminal."""
+        width = self.query_one(OptionList).scrollable_content_region.width
+        return width if width > 0 else int(self.app.size.width * 0.96) - 6
+
+    def on_resize(self) -> None:
+        if self.rows and (self.rows_width() >= WIDE_AT) != self._wide:  # the default column comes or goes
+            box = self.query_one(OptionList)
+            highlighted = box.highlighted
+            keep = box.get_option_at_index(highlighted).id if highlighted is not None else None
+            self.show_rows(keep=keep)
 
     @on(OptionList.OptionHighlighted, "#rows")
     def row_highlighted(self, event: OptionList.OptionHighlighted) -> None:
