@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from contextlib import asynccontextmanager
 
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from backend.chat.store import Store
 from backend.server.client import Poll
@@ -251,6 +251,23 @@ async def test_the_palette_has_the_chat_commands(qhome):
             assert await wait_until(pilot, lambda: isinstance(app.screen, ChatSettingsScreen))
             assert await wait_until(pilot, lambda: app.screen.query("#param-system_prompt"))
             assert app.screen.query_one("#param-system_prompt", Input).has_focus
+            await pilot.press("escape")
+
+
+async def test_ctrl_s_says_where_a_new_chats_value_comes_from(qhome):
+    """The demo's chats start at max_tokens 64, the schema says 512: the help names both."""
+    from tui.screens.chat_settings import ChatSettingsScreen
+
+    with FaultServer() as srv:
+        app = _app(srv, qhome, "chat.max_tokens=64")
+        async with app.run_test(size=(150, 45)) as pilot:
+            await _ready(pilot, app)
+            await pilot.press("ctrl+s")
+            assert await wait_until(pilot, lambda: isinstance(app.screen, ChatSettingsScreen))
+            helps = [str(w.render()) for w in app.screen.query(".help").results(Label)]
+            assert any("new chats start at 64 ([chat]; built-in default 512)" in h for h in helps), helps
+            assert any("new chats start at 0.7 (the built-in default)" in h for h in helps), helps
+            assert app.screen.query_one("#param-max_tokens", Input).value == "64"
             await pilot.press("escape")
 
 

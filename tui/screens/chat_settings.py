@@ -5,6 +5,7 @@ ChatParams, or None (esc)."""
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -13,6 +14,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Label
 
 from backend.chat.conversation import PARAM_HELP, ChatParams, parse_param
+from backend.settings.spec import CHAT
 from tui.screens.dialog import Dialog
 
 
@@ -22,9 +24,20 @@ class ChatSettingsScreen(Dialog[ChatParams | None]):
     KEYS = "enter: save with this conversation · tab: next field · esc: cancel (new conversations start from [chat])"
     AUTO_FOCUS = "#param-system_prompt"
 
-    def __init__(self, params: ChatParams, title: str = "") -> None:
+    def __init__(self, params: ChatParams, title: str = "", start: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.params, self.title_text = params, title
+        self.start = start or {}  # the [chat] settings new conversations start from (--demo's, --set's included)
+
+    def help_text(self, name: str) -> str:
+        """The key's help, and where a new chat's value comes from: this conversation's may differ
+        (the demo's max_tokens 64 beside the built-in 512 read as a contradiction)."""
+        built_in = CHAT[name].default
+        if name == "system_prompt" or name not in self.start:
+            return PARAM_HELP[name]
+        now = self.start[name]
+        origin = "the built-in default" if now == built_in else f"[chat]; built-in default {built_in:g}"
+        return f"{PARAM_HELP[name]}; new chats start at {now:g} ({origin})"
 
     def heading(self) -> str:
         return f"Settings of this chat{': ' + self.title_text if self.title_text else ''}"
@@ -35,7 +48,7 @@ class ChatSettingsScreen(Dialog[ChatParams | None]):
                 with Horizontal(classes="row"):
                     yield Label(f.name, classes="name")
                     yield Input(str(getattr(self.params, f.name)), id=f"param-{f.name}", select_on_focus=False)
-                yield Label(PARAM_HELP[f.name], classes="help", markup=False)
+                yield Label(self.help_text(f.name), classes="help", markup=False)
         yield Label("", id="detail", markup=False)
 
     @on(Input.Submitted)

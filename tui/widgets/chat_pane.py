@@ -479,7 +479,8 @@ class ChatPane(QwenNode, Vertical):
                             f"max_tokens {params.max_tokens}" + (" (saved with it)" if self.conversation.turns else
                                                                  " (saved with its first reply)"))
 
-        self.app.push_screen(ChatSettingsScreen(self.conversation.params, self.conversation.title), chosen)
+        self.app.push_screen(ChatSettingsScreen(self.conversation.params, self.conversation.title,
+                                               self.app.settings.chat), chosen)
 
     def action_transcript(self) -> None:
         self.query_one("#chat-log").focus()
