@@ -37,12 +37,23 @@ def new_session(concurrency: int, api_key: str | None, read_timeout_s: float) ->
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=read_timeout_s))
 
 
+async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> aiohttp.ClientResponse:
+    """POST, once more when the first closed before any answer came back: a
+    kept-alive connection the server had just closed (uvicorn closes idle ones after 5 s; CI saw one
+    request of a sweep cut so). Before the status line nothing was accepted (vLLM's streamed reply
+    sends it first), so the request is not sent twice; a cut after it is a cut reply, never retried."""
+    try:
+        return await session.post(url, json=body)
+    except aiohttp.ServerDisconnectedError:
+        return await session.post(url, json=body)  # the broken connection has left the pool
+
+
 async def stream(session: aiohttp.ClientSession, base_url: str, model: str, body: dict[str, Any],
                  result: ChatResult) -> None:
     """POST one streamed chat request and fill `result`; its clock starts at the send."""
     start = time.perf_counter()
     try:
-        async with session.post(base_url + "/v1/chat/completions", json=body) as resp:
+        async with await _post(session, base_url + "/v1/chat/completions", body) as resp:
             if resp.status >= 400:
                 raise explain_http_error(resp.status, await resp.text(errors="replace"), model)
             buf = b""

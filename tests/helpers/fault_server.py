@@ -1,6 +1,6 @@
 """A fault-injecting local OpenAI-style chat server (for tests only, not vLLM): a real socket on
 127.0.0.1 whose next replies are scripted: "ok" (the chunks of `httpd.reply`), "cut" (connection
-dropped mid-stream), "malformed" (a chunk that is not JSON), "slow" (a chunk every 50 ms until the
+dropped mid-stream), "drop" (closed before any status line), "malformed" (a chunk that is not JSON), "slow" (a chunk every 50 ms until the
 client closes), or an HTTP status (400, 404, 500) with vLLM's error body. POST /tokenize counts like
 vLLM's (5 tokens a message plus one a word; `httpd.max_model_len`) and is not scripted."""
 
@@ -46,6 +46,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.server.bodies.append(body)
         mode = self.server.script.pop(0) if self.server.script else "ok"
+        if mode == "drop":  # closed before any status line, as a kept-alive connection the server timed out
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
         if isinstance(mode, int):
             body = json.dumps({"error": {"message": ERRORS[mode], "type": "BadRequestError", "code": mode}}).encode()
             self.send_response(mode)

@@ -51,6 +51,24 @@ def test_faults_end_as_the_chats_errors_with_a_fix(script, words):
     assert err is not None and words in err.message and err.fix, err
 
 
+def test_a_connection_closed_before_any_answer_is_sent_once_more_and_a_second_drop_is_an_error():
+    with FaultServer() as srv:
+        srv.httpd.reply = ["Hello", " there"]
+        srv.script = ["drop"]
+        res, err = run(srv.base_url)
+        assert err is None and res.text == "Hello there" and len(srv.bodies) == 2  # one drop, one reply
+        srv.script = ["drop", "drop"]
+        _res, err = run(srv.base_url)
+        assert err is not None and "cut" in err.message and err.fix and len(srv.bodies) == 4  # never a third send
+
+
+def test_a_cut_after_the_answer_began_is_never_sent_again():
+    with FaultServer() as srv:
+        srv.script = ["cut"]
+        _res, err = run(srv.base_url)
+        assert err is not None and "cut mid-reply" in err.message and len(srv.bodies) == 1
+
+
 def test_a_closed_port_says_to_start_the_server():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
