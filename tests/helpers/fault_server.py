@@ -1,8 +1,9 @@
 """A fault-injecting local OpenAI-style chat server (for tests only, not vLLM): a real socket on
 127.0.0.1 whose next replies are scripted: "ok" (the chunks of `httpd.reply`), "cut" (connection
-dropped mid-stream), "drop" (closed before any status line), "malformed" (a chunk that is not JSON), "slow" (a chunk every 50 ms until the
-client closes), or an HTTP status (400, 404, 500) with vLLM's error body. POST /tokenize counts like
-vLLM's (5 tokens a message plus one a word; `httpd.max_model_len`) and is not scripted."""
+dropped mid-stream), "drop" (closed before any status line), "malformed" (a chunk that is not JSON),
+"slow" (a chunk every 50 ms until the client closes), or an HTTP status (400, 404, 500) with vLLM's
+error body. POST /tokenize counts like vLLM's (5 tokens a message plus one a word;
+`httpd.max_model_len`) and is not scripted."""
 
 from __future__ import annotations
 
