@@ -166,7 +166,9 @@ async def _cut_one_reply(watch: MetricsWatch, ChatPane, Static) -> None:  # noqa
             await pilot.press("escape")
             await enter
             assert await until(lambda: not pane.streaming, 10)
-            assert cancels, "esc did not cut the stream"
+            if not cancels:  # the reply ended on its own between the press and esc's turn (CI saw it once)
+                tries.append("over before esc reached the chat pane")
+                continue
             zero_at = None
             t = time.monotonic()
             while zero_at is None and time.monotonic() - t < 15:
