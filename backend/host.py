@@ -1,8 +1,9 @@
 """The host's side of serving: CPU load, RAM, swap, and the RSS of the supervisor and its vLLM processes.
 
 Why it matters: vLLM's level-1 sleep copies the weights into pinned host RAM (~28 GiB for a 14B in
-bf16), so a box whose free RAM is smaller swaps or gets OOM-killed when `z` is pressed. `sleep_fit`
-says so before it happens. Plain, blocking Python (psutil): callers sample it from a thread.
+bf16), so a box whose free RAM is smaller swaps or gets OOM-killed when `z` is pressed:
+backend/server/sleep.py's `sleep_fit` says so before it happens, from the free RAM sampled here.
+Plain, blocking Python (psutil): callers sample it from a thread.
 
 Bounded: one sample reads /proc for at most PROCS_MOST processes of the server's tree (a TP=8 server
 has ~10), never a scan of every process on the machine.
@@ -16,10 +17,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PROCS_MOST = 16
-GiB = 1 << 30
-# pinned host memory beyond the weights themselves (allocator rounding, the CUDA host pool): a margin,
-# not a measurement; the warning says "about"
-SLEEP_MARGIN = 1.05
 
 
 @dataclass(frozen=True)
@@ -115,27 +112,6 @@ def sample(supervisor_pid: int | None = None, server_pid: int | None = None,
                       ram_total_bytes=vm.total, ram_used_bytes=vm.total - vm.available,
                       ram_available_bytes=vm.available, swap_total_bytes=sw.total, swap_used_bytes=sw.used,
                       procs=shown, procs_left_out=max(0, len(pids) - PROCS_MOST))
-
-
-def weights_bytes(parsed: dict[str, Any] | None, plan: dict[str, Any] | None, tp: int = 1) -> int | None:
-    """The whole model's weights: the log's per-rank figure times the ranks, else the ledger's plan."""
-    gib = (parsed or {}).get("weights_gib")
-    if isinstance(gib, (int, float)) and gib > 0:
-        return int(gib * GiB * max(1, tp))
-    b = (plan or {}).get("weights_bytes")
-    return int(b) if isinstance(b, (int, float)) and b > 0 else None
-
-
-def sleep_fit(weights: int | None, available: int, asleep_level: int | None = None) -> str | None:
-    """A warning when a level-1 sleep would not fit in the RAM available now; None when it fits or is
-    unknown. While asleep at level 1 the weights are already in RAM: nothing to warn about."""
-    if weights is None or asleep_level == 1:
-        return None
-    need = int(weights * SLEEP_MARGIN)
-    if need <= available:
-        return None
-    return (f"level-1 sleep needs about {need / GiB:.1f} GiB of host RAM for the weights; "
-            f"{available / GiB:.1f} GiB is available: use level 2 (weights dropped, reloaded on wake)")
 
 
 def summary(s: HostSample) -> dict[str, Any]:

@@ -25,6 +25,7 @@ def _gib(b: int | None) -> str:
 # -- host --------------------------------------------------------------------------------------
 def cmd_host(args: argparse.Namespace) -> int:
     from backend import host  # start-up: a subcommand imports only what it runs
+    from backend.server.sleep import sleep_fit, weights_bytes
 
     data, _why = statefile.read_live(cleanup=False)
     data = data or {}
@@ -33,8 +34,8 @@ def cmd_host(args: argparse.Namespace) -> int:
     srv_pid = data.get("pid") if live else None
     tp = int(((data.get("settings") or {}).get("server") or {}).get("tensor_parallel_size") or 1)
     s = host.sample(sup_pid, srv_pid, cpu_window_s=0.25)
-    weights = host.weights_bytes(data.get("figures"), None, tp) if live else None
-    warning = host.sleep_fit(weights, s.ram_available_bytes, data.get("sleep_level"))
+    weights = weights_bytes(data.get("figures"), None, tp) if live else None
+    warning = sleep_fit(weights, s.ram_available_bytes, data.get("sleep_level"))
     out = host.summary(s)
     out.update(server_state=data.get("state"), weights_bytes=weights, sleep_fit_warning=warning)
     if args.json:

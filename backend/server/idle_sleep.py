@@ -5,7 +5,7 @@ Idle needs proof: a fresh sample (within 3 of the recorder's intervals) that sho
 waiting, and no request finished or token made since the last activity (counters, so a request shorter
 than the sampling interval still counts). A server whose /metrics cannot be read is never put to sleep.
 
-Level 1 (weights to host RAM) unless the host's free RAM would not hold the weights (backend/host.py):
+Level 1 (weights to host RAM) unless the host's free RAM would not hold the weights (sleep.sleep_fit):
 then level 2. A sleep that fails is not retried until the server is READY again (a wake, a restart).
 
 Wake on request, without a proxy: while the server sleeps, its in-flight request count is read every tick
@@ -98,11 +98,13 @@ def in_flight(base_url: str, timeout_s: float = 1.0) -> int | None:
 def _level(sup: Any) -> int:
     """1, unless the weights would not fit in the host's free RAM (then 2: dropped, reloaded on wake)."""
     try:
-        from backend import host  # psutil: only when a sleep is due
+        import psutil  # only when a sleep is due
+
+        from backend.server.sleep import sleep_fit, weights_bytes
 
         snap = sup.parser.snapshot()
         tp = int(sup.settings.server_cfg.tensor_parallel_size or 1)
-        return 2 if host.sleep_fit(host.weights_bytes(snap, None, tp), host.sample().ram_available_bytes) else 1
+        return 2 if sleep_fit(weights_bytes(snap, None, tp), psutil.virtual_memory().available) else 1
     except Exception:  # noqa: BLE001 - a figure that cannot be read: the default level
         return 1
 

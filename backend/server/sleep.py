@@ -41,6 +41,30 @@ CALL_TIMEOUT_S = 300.0  # level 1 copies the weights to pinned CPU memory: secon
 CONFIRM_S = 10.0  # how long /is_sleeping may take to agree after the call returned
 CONTROL_SIGNAL = signal.SIGUSR1
 GiB = 1 << 30
+# pinned host memory beyond the weights themselves (allocator rounding, the CUDA host pool): a margin,
+# not a measurement; the warning says "about"
+SLEEP_MARGIN = 1.05
+
+
+def weights_bytes(parsed: dict[str, Any] | None, plan: dict[str, Any] | None, tp: int = 1) -> int | None:
+    """The whole model's weights: the log's per-rank figure times the ranks, else the ledger's plan."""
+    gib = (parsed or {}).get("weights_gib")
+    if isinstance(gib, (int, float)) and gib > 0:
+        return int(gib * GiB * max(1, tp))
+    b = (plan or {}).get("weights_bytes")
+    return int(b) if isinstance(b, (int, float)) and b > 0 else None
+
+
+def sleep_fit(weights: int | None, available: int, asleep_level: int | None = None) -> str | None:
+    """A warning when a level-1 sleep would not fit in the RAM available now; None when it fits or is
+    unknown. While asleep at level 1 the weights are already in RAM: nothing to warn about."""
+    if weights is None or asleep_level == 1:
+        return None
+    need = int(weights * SLEEP_MARGIN)
+    if need <= available:
+        return None
+    return (f"level-1 sleep needs about {need / GiB:.1f} GiB of host RAM for the weights; "
+            f"{available / GiB:.1f} GiB is available: use level 2 (weights dropped, reloaded on wake)")
 
 
 class SleepError(Exception):

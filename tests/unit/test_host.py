@@ -10,6 +10,7 @@ import time
 
 from backend import host
 from backend.cli import main
+from backend.server.sleep import sleep_fit, weights_bytes
 
 GIB = 1 << 30
 
@@ -52,17 +53,17 @@ def test_the_process_list_is_bounded(monkeypatch):
 
 
 def test_sleep_fit_warns_only_when_the_weights_do_not_fit():
-    assert host.sleep_fit(28 * GIB, 64 * GIB) is None
-    w = host.sleep_fit(28 * GIB, 20 * GIB)
+    assert sleep_fit(28 * GIB, 64 * GIB) is None
+    w = sleep_fit(28 * GIB, 20 * GIB)
     assert w and "29.4 GiB" in w and "20.0 GiB" in w and "level 2" in w
-    assert host.sleep_fit(None, 1) is None  # unknown weights: no claim
-    assert host.sleep_fit(28 * GIB, 1, asleep_level=1) is None  # already in RAM
+    assert sleep_fit(None, 1) is None  # unknown weights: no claim
+    assert sleep_fit(28 * GIB, 1, asleep_level=1) is None  # already in RAM
 
 
 def test_weights_come_from_the_log_per_rank_times_tp_else_the_plan():
-    assert host.weights_bytes({"weights_gib": 14.0}, {"weights_bytes": 1}, tp=2) == 28 * GIB
-    assert host.weights_bytes({}, {"weights_bytes": 5 * GIB}) == 5 * GIB
-    assert host.weights_bytes(None, None) is None
+    assert weights_bytes({"weights_gib": 14.0}, {"weights_bytes": 1}, tp=2) == 28 * GIB
+    assert weights_bytes({}, {"weights_bytes": 5 * GIB}) == 5 * GIB
+    assert weights_bytes(None, None) is None
 
 
 def test_host_json(capsys, qhome):

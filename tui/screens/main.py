@@ -475,15 +475,15 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
 
     def sleep_fit_warning(self, available: int | None = None) -> str | None:
         """Would a level-1 sleep fit in the host's free RAM (the weights from the log, else the plan)?"""
-        from backend import host  # the sampler imported it already
+        from backend.server.sleep import sleep_fit, weights_bytes
 
         sample = getattr(self, "host_sample", None)
         if sample is None:
             return None
         tp = int(self.app.settings.server_cfg.tensor_parallel_size or 1)
-        weights = host.weights_bytes(self.parsed, self.plan, tp)
+        weights = weights_bytes(self.parsed, self.plan, tp)
         level = self.state.get("sleep_level") if self.state.state is ServerState.SLEEPING else None
-        return host.sleep_fit(weights, sample.ram_available_bytes if available is None else available, level)
+        return sleep_fit(weights, sample.ram_available_bytes if available is None else available, level)
 
     @on(HostSampled)
     def show_host(self, message: HostSampled) -> None:
