@@ -163,3 +163,18 @@ async def test_off_without_sleep_mode_and_said_so(tmp_path):
 def test_the_setting_is_the_supervisors_not_a_vllm_flag():
     argv = build_launch(load(None, overrides=["server.sleep_after_idle_s=600"])).argv
     assert not any("idle" in a for a in argv)
+
+
+def test_the_level_is_1_where_the_weights_fit_in_free_ram_and_2_where_they_do_not():
+    import psutil
+
+    free_gib = psutil.virtual_memory().available / (1 << 30)
+    settings = load(demo=True, overrides=["server.tensor_parallel_size=2"])
+
+    def sup(weights_gib):
+        return SimpleNamespace(parser=SimpleNamespace(snapshot=lambda: {"weights_gib": weights_gib}),
+                               settings=settings)
+
+    assert idle_sleep._level(sup(0.001)) == 1
+    assert idle_sleep._level(sup(free_gib)) == 2  # two ranks of it: twice the free RAM
+    assert idle_sleep._level(SimpleNamespace()) == 1  # nothing to read: the default level
