@@ -185,3 +185,19 @@ async def test_at_80_columns_a_row_drops_the_default_column_and_keeps_the_help(c
             assert ("default " in line) is wide, line
             assert "defa…" not in line and help_text[:8] in line, line
             await pilot.press("escape")
+
+
+async def test_at_80_columns_a_sections_keys_take_only_that_sections_width(cfg):
+    """The key column was the whole schema's widest key (26) in every section: [chat]'s 13-letter keys
+    sat 13 blanks from their values at 80 columns, which the help paid for."""
+    app, _ = make(cfg)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_at(pilot, app, "chat.system_prompt")
+        await pilot.pause()
+        rows = app.screen.query_one(OptionList)
+        strips = app.screen._compositor.render_strips()
+        r = rows.region
+        shown = [s.text[r.x:r.right] for s in strips[r.y:r.bottom]]
+        line = next(ln for ln in shown if "system_prompt" in ln)
+        after = line.split("system_prompt", 1)[1]
+        assert after.startswith(" ") and not after.startswith("  "), line  # one blank, then the value

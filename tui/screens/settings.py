@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 KEY_W = max(len(k) for table in SCHEMA.values() for k in table)
 VALUE_W, DEFAULT_W, NARROW_VALUE_W = 26, 14, 16
+NARROW_KEY_W = 22  # narrow: a longer key is cut (the detail pane names it whole)
 
 
 def _clip(text: str, width: int) -> str:
@@ -55,12 +56,14 @@ def _clip(text: str, width: int) -> str:
 WIDE_AT = 2 + KEY_W + 1 + VALUE_W + 1 + 7 + 8 + DEFAULT_W + 1 + 24
 
 
-def _prompt(row: Row, app: App[Any] | None = None, width: int | None = None) -> Text:
+def _prompt(row: Row, app: App[Any] | None = None, width: int | None = None, key_w: int = KEY_W) -> Text:
+    """One row; key_w is its section's key column (the widest key of the whole schema by default)."""
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("● " if row.modified else "  ", style(app, "warning", "bold"))
     wide = width is None or width >= WIDE_AT
     value_w = VALUE_W if wide else NARROW_VALUE_W  # narrow: a long value is whole in the detail pane
-    text.append(f"{row.key:<{KEY_W}} ", "bold")
+    key_w = key_w if wide else min(key_w, NARROW_KEY_W)
+    text.append(f"{_clip(row.key, key_w):<{key_w}} ", "bold")
     text.append(f"{_clip(row.value_text, value_w):<{value_w}} ")
     text.append(f"{row.source if row.forced else '':<7}", style(app, "secondary"))
     if wide:
@@ -155,7 +158,9 @@ class SettingsScreen(Dialog[str | None]):
         self._wide = width >= WIDE_AT
         for section in SCHEMA:
             options.append(Option(Text(f"[{section}]", "bold"), id=f"section:{section}", disabled=True))
-            options += [Option(_prompt(r, self.app, width), id=r.dotted) for r in rows if r.section == section]
+            mine = [r for r in rows if r.section == section]
+            key_w = KEY_W if self._wide else max((len(r.key) for r in mine), default=1)  # narrow: this section's
+            options += [Option(_prompt(r, self.app, width, key_w), id=r.dotted) for r in mine]
         box = self.query_one(OptionList)
         old = box.highlighted
         box.set_options(options)
