@@ -24,6 +24,8 @@ import asyncio
 import time
 from typing import Any
 
+from backend.server.sleep import sleep_fit, weights_bytes
+
 TICK_S = 1.0
 
 
@@ -99,8 +101,6 @@ def _level(sup: Any) -> int:
     """1, unless the weights would not fit in the host's free RAM (then 2: dropped, reloaded on wake)."""
     try:
         import psutil  # only when a sleep is due
-
-        from backend.server.sleep import sleep_fit, weights_bytes
 
         snap = sup.parser.snapshot()
         tp = int(sup.settings.server_cfg.tensor_parallel_size or 1)

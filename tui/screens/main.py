@@ -475,7 +475,7 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
 
     def sleep_fit_warning(self, available: int | None = None) -> str | None:
         """Would a level-1 sleep fit in the host's free RAM (the weights from the log, else the plan)?"""
-        from backend.server.sleep import sleep_fit, weights_bytes
+        from backend.server.sleep import sleep_fit, weights_bytes  # start-up: httpx, not before the first host sample
 
         sample = getattr(self, "host_sample", None)
         if sample is None:
