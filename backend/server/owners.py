@@ -26,6 +26,21 @@ from backend.server.ports import listening_pids, probe_bind
 from backend.timefmt import duration as ago  # the name its readers use: an uptime in words
 
 
+def shown_path(path: str | None, user: str | None = None) -> str | None:
+    """`path` with its owner's home as `~` (this user's) or `~alice`: a state dir fits on one line."""
+    if not path:
+        return path
+    me = pwd.getpwuid(os.getuid()).pw_name
+    owner = user or me
+    try:
+        home = pwd.getpwnam(owner).pw_dir.rstrip("/")
+    except KeyError:  # a user this box's passwd does not name (a container's uid)
+        return path
+    if not home or not (path == home or path.startswith(home + "/")):
+        return path
+    return ("~" if owner == me else "~" + owner) + path[len(home):]
+
+
 @dataclass(frozen=True)
 class SupervisorInfo:
     pid: int
@@ -45,7 +60,7 @@ class SupervisorInfo:
         return self.uid == os.getuid()
 
     def describe(self) -> str:
-        where = self.state_dir or "state dir not visible"
+        where = shown_path(self.state_dir, self.user) or "state dir not visible"
         port = f", port {self.port}" if self.port else ""
         state = f", {self.state}" if self.state else ""
         return f"qwen-tui supervisor pid {self.pid} (user {self.user}, {where}{port}{state})"
@@ -173,7 +188,8 @@ class TeamServer:
         return f"{self.sup.user}'s server on {port}"
 
     def describe(self) -> str:
-        facts = [self.sup.state or "state not visible", self.sup.state_dir or "state dir not visible",
+        facts = [self.sup.state or "state not visible",
+                 shown_path(self.sup.state_dir, self.sup.user) or "state dir not visible",
                  f"supervisor pid {self.sup.pid}", f"up {ago(self.uptime_s)}"]
         return f"{self.title()} ({', '.join(facts)}): holds {self.memory_text()}"
 

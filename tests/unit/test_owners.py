@@ -103,3 +103,24 @@ def test_stop_supervisor_sends_term_to_that_supervisor_only(qhome, other_supervi
     assert other_supervisor.proc.wait(timeout=5) == -15
     with pytest.raises(ValueError, match="no longer that supervisor"):
         owners.stop_supervisor(sup, timeout=1)
+
+
+def test_a_state_dir_under_a_home_is_shown_from_its_tilde(monkeypatch):
+    from types import SimpleNamespace
+
+    from backend.server import owners as own
+
+    homes = {"root": "/root", "alice": "/home/alice"}
+    monkeypatch.setattr(own.pwd, "getpwuid", lambda uid: SimpleNamespace(pw_name="root"))
+
+    def getpwnam(name):
+        if name not in homes:
+            raise KeyError(name)
+        return SimpleNamespace(pw_dir=homes[name])
+
+    monkeypatch.setattr(own.pwd, "getpwnam", getpwnam)
+    assert own.shown_path("/root/.local/state/qwen-tui/state") == "~/.local/state/qwen-tui/state"
+    assert own.shown_path("/home/alice/.local/state/qwen-tui/state", "alice") == "~alice/.local/state/qwen-tui/state"
+    assert own.shown_path("/home/alicex/s", "alice") == "/home/alicex/s"  # a sibling, not under the home
+    assert own.shown_path("/srv/qwen/state", "alice") == "/srv/qwen/state"
+    assert own.shown_path("/home/zed/s", "zed") == "/home/zed/s"  # no such user here: the path as it is
