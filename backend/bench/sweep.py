@@ -151,11 +151,24 @@ class ServerSampler:
     def figures(self) -> dict[str, Any]:
         pre = (None if self.first_preemptions is None or self.last_preemptions is None
                else max(0, round(self.last_preemptions - self.first_preemptions)))
-        return {"peak_kv_cache_usage": None if self.peak_kv is None else round(self.peak_kv, 4),
-                "peak_waiting": None if self.peak_waiting is None else round(self.peak_waiting),
+        kv, waiting = self.peak_kv, self.peak_waiting
+        missed = self.samples > 0 and not self.peak_running
+        if missed:  # no sample landed while a request ran: its zeros say nothing of the load (STYLE 21)
+            kv = waiting = None
+        return {"peak_kv_cache_usage": None if kv is None else float(f"{kv:.4g}"),  # a sliver stays > 0
+                "peak_waiting": None if waiting is None else round(waiting),
                 "peak_running": None if self.peak_running is None else round(self.peak_running),
-                "queued": None if self.peak_waiting is None else self.peak_waiting > 0,
-                "preemptions": pre, "metrics_samples": self.samples, "metrics_error": self.error}
+                "queued": None if waiting is None else waiting > 0,
+                "preemptions": pre, "metrics_samples": self.samples,
+                "metrics_error": self.error or (f"none of {self.samples} /metrics samples landed while a request "
+                                                "was running: peaks unknown" if missed else None)}
+
+
+def kv_percent(kv: float | None, unknown: str) -> str:
+    """A peak KV cache use as a percentage; a sliver is "<1 %", never "0 %" (the cache was used)."""
+    if kv is None:
+        return unknown
+    return "<1 %" if 0 < kv < 0.005 else f"{kv * 100:.0f} %"
 
 
 # -- one level, all levels --------------------------------------------------------------------------
@@ -337,7 +350,7 @@ def table_lines(result: dict[str, Any]) -> list[str]:
                    f"{_f(r['ttft_ms']['p99'], '.0f'):>7} "
                    f"{per_request_text(r):>9} "
                    f"{_f(r['output_tokens_per_s'], '.1f'):>11} {_f(r['requests_per_s'], '.2f'):>6} "
-                   f"{r['failed']:>4} {'n/a' if kv is None else f'{kv * 100:.0f} %':>7} "
+                   f"{r['failed']:>4} {kv_percent(kv, 'n/a'):>7} "
                    f"{'n/a' if q is None else ('yes' if q else 'no'):>6}")
     said = []
     if mc is not None:

@@ -140,3 +140,17 @@ def test_a_level_is_burst_only_when_most_of_its_requests_are():
     assert not row["burst"] and row["per_request_tokens_per_s"] == 109.5
     row = level_row(dict(rep, burst_requests=3), 1, {}, None, None)
     assert row["burst"] and row["per_request_tokens_per_s"] is None
+
+
+def test_peaks_from_samples_that_never_saw_a_request_running_are_unknown_not_zero():
+    s = sweep.ServerSampler(None, "http://x")  # type: ignore[arg-type]
+    s.samples, s.peak_running, s.peak_kv, s.peak_waiting = 3, 0.0, 0.0, 0.0
+    f = s.figures()
+    assert f["peak_kv_cache_usage"] is None and f["queued"] is None and f["peak_waiting"] is None
+    assert "none of 3 /metrics samples" in f["metrics_error"]
+    s.peak_running, s.peak_kv = 1.0, 6.089e-05  # one request in a 1.7M-token cache: a sliver, not 0
+    f = s.figures()
+    assert f["peak_kv_cache_usage"] == pytest.approx(6.089e-05) and f["metrics_error"] is None
+    assert sweep.kv_percent(f["peak_kv_cache_usage"], "n/a") == "<1 %"
+    assert sweep.kv_percent(0.0, "n/a") == "0 %" and sweep.kv_percent(0.42, "n/a") == "42 %"
+    assert sweep.kv_percent(None, "–") == "–"

@@ -18,6 +18,7 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Label, Static
 from textual_plotext import PlotextPlot
 
+from backend.bench.sweep import kv_percent
 from tui.messages import SweepEvent, SweepFinished
 from tui.palette import style
 from tui.screens.dialog import Dialog
@@ -61,7 +62,7 @@ def table_row(row: dict[str, Any], prev: dict[str, Any] | None) -> tuple[str, ..
             "burst" if row.get("burst") else
             _f(row.get("per_request_tokens_per_s"), ".1f") + ("!" if row.get("above_decode_ceiling") else ""),
             _f(row.get("output_tokens_per_s"), ".1f"), _f(row.get("requests_per_s"), ".2f"),
-            str(row.get("failed", 0)), "–" if kv is None else f"{kv * 100:.0f} %",
+            str(row.get("failed", 0)), kv_percent(kv, "–"),
             "–" if q is None else ("yes" if q else "no"),
             _f((prev or {}).get("output_tokens_per_s"), ".1f"),
             _f(((prev or {}).get("ttft_ms") or {}).get("mean"), ".0f"),
