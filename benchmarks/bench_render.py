@@ -103,7 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def percentile(xs: list[float], q: float) -> float | None:
-    from backend.bench.loadtest import percentile as p
+    from backend.bench.summary import percentile as p
 
     return p(xs, q)
 

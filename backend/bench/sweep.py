@@ -26,7 +26,8 @@ from typing import Any
 import httpx
 
 from backend import energy, metrics, paths
-from backend.bench.loadtest import BenchConfig, BenchInputError, Progress, burst_notes, cli_inputs, predict, run_bench
+from backend.bench.loadtest import BenchConfig, BenchInputError, Progress, cli_inputs, predict, run_bench
+from backend.bench.summary import burst_notes
 from backend.httpclient import async_client
 from backend.settings import Settings
 

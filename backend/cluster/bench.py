@@ -9,7 +9,8 @@ import asyncio
 import sys
 from typing import Any
 
-from backend.bench.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, summary_lines, write_report
+from backend.bench.loadtest import BenchConfig, BenchInputError, ProgressFn, run_bench, write_report
+from backend.bench.summary import summary_lines
 from backend.cluster import ops
 from backend.cluster.config import check_url, load_cluster
 from backend.errors import ConfigError

@@ -16,16 +16,13 @@ from backend.bench.loadtest import (
     BenchInputError,
     Progress,
     RequestResult,
-    aggregate,
-    burst_notes,
-    capacity_notes,
-    percentile,
     predict,
     prompt_text,
     run_bench,
     run_cli,
     run_requests,
 )
+from backend.bench.summary import aggregate, burst_notes, capacity_notes, percentile
 from backend.settings import load
 
 

@@ -91,7 +91,7 @@ class BenchScreen(Dialog[None]):
     @on(BenchFinished)
     def finished(self, message: BenchFinished) -> None:
         # start-up: loaded on first use, not before the console's first frame
-        from backend.bench.loadtest import summary_lines
+        from backend.bench.summary import summary_lines
 
         self.running = False
         self.report = message.report
