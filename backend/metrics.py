@@ -114,7 +114,7 @@ def snapshot(text: str, at: float | None = None) -> Snapshot:
     return Snapshot(at=time.monotonic() if at is None else at, **found)
 
 
-# The supervisor's "usable means it generates" completion (backend/server/supervisor.py, before READY) is
+# The supervisor's "usable means it generates" completion (backend/server/health.py, before READY) is
 # in vLLM's counters: its tokens and its one request are taken out of what the user is shown.
 # (TTFT is shown only as a mean over an interval after READY, which the probe is not in.)
 _PROBE_COUNTERS = {"prompt_tokens": "prompt_tokens", "generation_tokens": "completion_tokens",

@@ -59,9 +59,8 @@ def in_process_supervisor(monkeypatch):
     the test itself runs (so it is not in the launched process tree): the state file's trust takes
     this process for a supervisor, and READY does not ask who holds the port. Real supervisors get
     neither exemption (tests/test_trust.py, tests/test_ready_owner.py)."""
-    from backend.server import statefile
-    from backend.server.supervisor import Supervisor
+    from backend.server import health, statefile
 
     real = statefile.is_supervisor
     monkeypatch.setattr(statefile, "is_supervisor", lambda pid: pid == os.getpid() or real(pid))
-    monkeypatch.setattr(Supervisor, "_foreign_listener", lambda self: None)
+    monkeypatch.setattr(health, "foreign_listener", lambda sup: None)

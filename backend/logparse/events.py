@@ -46,7 +46,7 @@ RESTART: dict[str, str] = {
     "bad_argument": "permanent",           # vllm serve rejects its arguments
     "bf16_unsupported": "permanent",       # the GPU cannot run bfloat16
     "tp_indivisible": "permanent",         # the heads do not split over tensor_parallel_size GPUs
-    "not_generating": "transient",         # READY, but a 2-token completion did not come back (server/supervisor.py)
+    "not_generating": "transient",         # READY, but a 2-token completion did not come back (server/health.py)
     "cpu_binding": "permanent",            # the CPU build cannot bind each worker's threads (VLLM_CPU_OMP_THREADS_BIND)
     "engine_dead": "transient",            # the engine died after it had started
     "oom_unknown": "startup",              # an OOM the log does not place (no load/profile/capture evidence)

@@ -9,6 +9,7 @@ else is "untrusted state file: why" (never signalled) or a stale file that is se
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -74,6 +75,10 @@ class ServerRecord:
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+
+def argv_hash(argv: list[str]) -> str:
+    """The record's argv_hash: which launch argv (so which settings) a server runs."""
+    return hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
 
 
 def _types(hint: Any) -> tuple[type, ...]:

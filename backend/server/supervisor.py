@@ -4,7 +4,7 @@ It runs in the `qwen-tui serve` process (foreground, or detached with --detach /
 never in the TUI, so a dropped SSH session does not take the server down. Consoles are clients: they
 read the state file and follow the log file that the supervisor writes.
 
-States: starting -> ready (only when /health answers 200) -> stopping -> stopped,
+States: starting -> ready (only when /health answers 200: backend/server/health.py) -> stopping -> stopped,
 or failed (with the parsed cause), then backoff -> starting when the restart policy allows.
 ready <-> sleeping: vLLM's sleep mode, asked for through a request file and SIGUSR1 (backend/server/sleep.py).
 """
@@ -12,7 +12,6 @@ ready <-> sleeping: vLLM's sleep mode, asked for through a request file and SIGU
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import re
 import signal
@@ -23,11 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import httpx
-
 from backend.logparse import Failure, LogParser, is_permanent, launch_marker
 from backend.logparse.report import rank_table
-from backend.server import sleep, statefile
+from backend.server import health, sleep, statefile
 from backend.server.launch import Launch
 from backend.server.status import FAILING
 from backend.settings import Settings
@@ -40,14 +37,7 @@ ATTEMPTS_KEPT = 20  # failed attempts remembered in the state file (kind, messag
 STARTING_STOP_TIMEOUT_S = 5.0  # a server still loading has no requests to drain: SIGKILL sooner
 BACKOFF_START_S = 5.0
 BACKOFF_CAP_S = 300.0
-STARTING_POLL_S = 0.1
 LOG_POLL_S = 0.05  # how often the log vLLM writes is read for new lines
-# the readiness probe (Supervisor._probe): tokens asked for, and how long the first generation may take
-PROBE_TOKENS = 2
-PROBE_TIMEOUT_S = 60.0
-NOT_GENERATING_FIX = ("the server answers /health but does not generate: read the log's last lines (in the context); "
-                      "with tensor parallel on GPUs this is often a broken all-reduce: check P2P "
-                      "(`qwen-tui doctor --p2p`) and try NCCL_P2P_DISABLE = \"1\" in [server.env]")
 TAIL_LINES = 8
 
 
@@ -86,10 +76,6 @@ def same_cause(a: str | None, b: str | None) -> bool:
         return re.sub(r"\d+(?:\.\d+)?", "N", (text or "").strip())
 
     return bool(norm(a)) and norm(a) == norm(b)
-
-
-def argv_hash(argv: list[str]) -> str:
-    return hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
 
 
 class Supervisor:
@@ -216,7 +202,7 @@ class Supervisor:
             restarts=self.restarts,
             log_path=str(self.log_path) if self.log_path else None,
             argv=self.adopted_argv or self.launch.argv,
-            argv_hash=argv_hash(self.adopted_argv or self.launch.argv),
+            argv_hash=statefile.argv_hash(self.adopted_argv or self.launch.argv),
             env=self.launch.env,
             settings=self.settings.snapshot(),
             # what the supervisor itself saw (/health failing) first; else the log's diagnosis
@@ -353,122 +339,6 @@ class Supervisor:
         if any(isinstance(e, Failure) and e.kind == "engine_dead" for e in events):
             self._launch_failed.set()  # the API process may linger, answering 500s: end this launch
 
-    async def _watch_health(self) -> None:
-        interval = float(self.settings.console_cfg.health_interval_s)
-        grace = float(self.settings.console_cfg.health_grace_s)
-        from backend.httpclient import async_client  # httpx only once a request is made: start-up
-
-        # the key this launch was given (never from argv), as the console's own requests send it
-        async with async_client(self.settings.base_url, self.launch.secret_env.get("VLLM_API_KEY"),
-                                timeout=httpx.Timeout(3.0)) as client:
-            while self.proc and self.proc.returncode is None:
-                ok = False
-                try:
-                    ok = (await client.get("/health")).status_code == 200
-                except httpx.HTTPError:
-                    pass
-                now = time.time()
-                if ok and self.state == "starting":
-                    # READY only from the process this supervisor started: it holds the listening
-                    # socket, and /v1/models serves the configured name (one loopback request)
-                    foreign = await asyncio.to_thread(self._foreign_listener)
-                    if foreign:
-                        self.failure = {"kind": "port_in_use", "message": f"port {self.settings.server_cfg.port}"
-                                        f" is answered by {foreign}, not by the server this supervisor started",
-                                        "fix": "stop that process, or pick another port "
-                                               f"(--set server.port={int(self.settings.server_cfg.port) + 1})"}
-                        self._launch_failed.set()
-                        return
-                    await self._fetch_models(client)
-                    if self.adopted_argv is not None and self.served_models:  # its own settings' name
-                        self.ready_at = now
-                        self._set("ready", self.detail)
-                    elif self.settings.served_name in self.served_models:
-                        # usable means it generates: /health and /v1/models answer before a broken
-                        # all-reduce (TP>1) or engine shows; one tiny completion proves the whole path
-                        if not await self._probe(client):
-                            self._launch_failed.set()
-                            return
-                        now = time.time()
-                        self.ready_at = now
-                        took = now - (self.started_at or now)
-                        self._set("ready", f"{took:.1f} s after launch")
-                        from backend.server import startup_history  # the next start of these settings expects it
-
-                        phases = {ph: d for ph, _, d in self.parser.phase_durations() if d is not None}
-                        await asyncio.to_thread(startup_history.record, argv_hash(self.launch.argv), took,
-                                                self.state_path.parent / "startups.json", phases)
-                elif ok:
-                    self._health_fail_since = None
-                elif self.state == "ready" and not self.sleep.busy:  # asleep, or going to sleep: not failed
-                    self._health_fail_since = self._health_fail_since or now
-                    if now - self._health_fail_since > grace:
-                        self.failure = {"kind": "engine_dead", "message": f"/health failing for {grace:.0f} s",
-                                        "fix": "see the log; the server is restarted if console.restart allows"}
-                        self._launch_failed.set()
-                        return
-                # while starting, a refused connection on loopback costs microseconds: poll often,
-                # so READY follows /health's first 200 closely (benchmarks/bench_ready_latency.py)
-                await asyncio.sleep(STARTING_POLL_S if self.state == "starting" else interval)
-
-    def _foreign_listener(self) -> str | None:
-        """None when a process of this launch's tree listens on the port; else who does."""
-        import psutil  # start-up: the console's first frame does not need it
-
-        # only on this path (stop, reap, a foreign listener): the supervisor starts quickly
-        from backend.server import owners, procs
-
-        port = int(self.settings.server_cfg.port)
-        tree = [self.proc.pid, *procs.descendants(self.proc.pid)] if self.proc else []
-        for pid in tree:
-            try:
-                conns = psutil.Process(pid).net_connections(kind="tcp")
-            except psutil.Error:
-                continue
-            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
-                return None
-        holders = owners.port_holders(port)
-        return ", ".join(f"pid {pid} {name}" for pid, name in holders) or "a process of another user"
-
-    async def _probe(self, client: httpx.AsyncClient) -> bool:
-        """One completion of PROBE_TOKENS tokens (ignore_eos: a random demo model may end at once) within
-        PROBE_TIMEOUT_S; its counts go to the state file, so the figures shown leave it out
-        (backend.metrics.without_probe). False, with the failure set, when no token comes back."""
-        body = {"model": self.settings.served_name, "prompt": "Hello", "max_tokens": PROBE_TOKENS,
-                "temperature": 0, "ignore_eos": True}
-        t0 = time.monotonic()
-        why: str | None = None
-        usage: dict[str, Any] = {}
-        try:
-            resp = await client.post("/v1/completions", json=body, timeout=PROBE_TIMEOUT_S)
-            data = resp.json() if resp.status_code == 200 else None
-            usage = (data or {}).get("usage") or {}
-            if resp.status_code != 200:
-                why = f"HTTP {resp.status_code}: {resp.text[:200]}"
-            elif not usage.get("completion_tokens"):  # no ids in the text: the same failure reads the same
-                choice = ((data or {}).get("choices") or [{}])[0]
-                why = f"no tokens came back (finish_reason {choice.get('finish_reason')!r})"
-        except httpx.TimeoutException:
-            why = f"no answer within {PROBE_TIMEOUT_S:.0f} s"
-        except (httpx.HTTPError, ValueError, AttributeError) as e:
-            why = f"{type(e).__name__}: {e}"
-        took = round(time.monotonic() - t0, 3)
-        self.probe = {"ok": why is None, "seconds": took, "requests": 1,
-                      "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")}
-        if why is None:
-            return True
-        self.failure = {"kind": "not_generating", "message": f"READY but not generating: a {PROBE_TOKENS}-token "
-                        f"completion failed after {took:.1f} s: {why}",
-                        "fix": NOT_GENERATING_FIX, "context": list(self._tail)}
-        return False
-
-    async def _fetch_models(self, client: httpx.AsyncClient) -> None:
-        try:
-            data = (await client.get("/v1/models", timeout=1.0)).json()
-            self.served_models = [m.get("id") for m in data.get("data", [])]
-        except (httpx.HTTPError, ValueError, AttributeError):
-            self.served_models = []
-
     async def _terminate(self) -> None:
         """SIGTERM to the group (and the API process's descendants), SIGKILL after stop_timeout,
         then check with NVML that the GPU memory those processes held is released."""
@@ -503,7 +373,7 @@ class Supervisor:
         with open(self.log_path, "rb") as log:
             log.seek(self._log_offset)
             reader = asyncio.create_task(self._read_output(log))
-            health = asyncio.create_task(self._watch_health())
+            watcher = asyncio.create_task(health.watch(self))  # READY, then /health failing
             stop_wait = asyncio.create_task(self._stop_requested.wait())
             assert self.proc
             exited = asyncio.create_task(self._wait_exit())
@@ -540,7 +410,7 @@ class Supervisor:
                 await asyncio.wait_for(reader, timeout=5)
             except asyncio.TimeoutError:
                 reader.cancel()
-            for task in (health, stop_wait):
+            for task in (watcher, stop_wait):
                 task.cancel()
             if self._stop_requested.is_set():
                 await self._reap_leftovers()

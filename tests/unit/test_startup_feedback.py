@@ -12,7 +12,8 @@ import time
 from backend.server import startup_history, statefile
 from backend.server.client import ServerClient, _sigkill_in
 from backend.server.launch import Launch, VllmInstall
-from backend.server.supervisor import Supervisor, argv_hash
+from backend.server.statefile import argv_hash
+from backend.server.supervisor import Supervisor
 from backend.settings import load
 from tui.widgets.status_bar import progress_text
 

@@ -16,7 +16,8 @@ from backend import stacks
 from backend.server import client as supervisor_client
 from backend.server import startup_history, statefile, watchdog
 from backend.server.launch import Launch, VllmInstall
-from backend.server.supervisor import Supervisor, argv_hash
+from backend.server.statefile import argv_hash
+from backend.server.supervisor import Supervisor
 from backend.settings import load
 from tests.helpers.supervisor import until
 
