@@ -1,9 +1,9 @@
 """The interface a figure or failure handler gets: what it may read and do on the parser.
 
 The handlers live in figures.py, diagnose.py and environment.py (and report.py reads the finished
-parse); each takes a ``ParseState``, which LogParser implements. They import this module, never
-the parser, so parser.py imports them at the top and no module of this package imports another
-back."""
+parse, envelope.py's Ranks sets the engine a process tag names); each takes a ``ParseState``, which
+LogParser implements. They import this module, never the parser, so parser.py imports them at the
+top and no module of this package imports another back."""
 
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ from collections import deque
 from typing import Any, Iterable
 
 from backend.logparse import diagnose, patterns
+from backend.logparse.envelope import Ranks
+from backend.logparse.envelope import split as split_envelope
 from backend.logparse.events import PHASE_INDEX, TERMINAL_PHASES, Event, Failure, Figure, Milestone, is_permanent
 from backend.logparse.figures import COMPLETE_ENDS, FIGURE_TABLE, HOLD_KEYS, join_held
 from backend.logparse.figures import cmdline as figure_cmdline
@@ -22,7 +24,6 @@ from backend.logparse.marker import PREFIX as _MARKER_PREFIX
 from backend.logparse.marker import Launch, parse_marker, server_python
 from backend.logparse.report import report as parse_report
 
-_MISSING = object()
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 _CLEAN_EXIT = frozenset((0, -15, 143, -2, 130))  # exit, SIGTERM (also via a shell), SIGINT
 _CONTRACT_FIGURES = ("weights_gib", "weights_seconds", "kv_cache_gib", "kv_cache_tokens", "gpu_blocks",
@@ -70,8 +71,7 @@ class LogParser:
         self.frames: deque[str] = deque(maxlen=48)
         self.recent: deque[str] = deque(maxlen=6)
         self._tb_procs: set[Any] = set()
-        self._rank_cache: dict[tuple[Any, ...], int | None] = {}
-        self._worker_order: dict[tuple[Any, ...], int] = {}
+        self._ranks = Ranks()                    # process tag -> worker rank
         self._ts_key: str | None = None
         self._ts_val: float | None = None
         self._last_t: float | None = None
@@ -235,48 +235,7 @@ class LogParser:
             return []
         if line[0] == "q" and line.startswith(_MARKER_PREFIX):
             return self._launched(line, t)
-        proc = None
-        c = line[0]
-        if c == "[" or c.isdigit():
-            m = patterns.OUTER_TS.match(line)
-            if m:
-                line = line[m.end():]
-                c = line[:1]
-        if c == "(":
-            m = patterns.PROC.match(line)
-            if m:
-                proc = m.group("name", "extra", "pid", "ip")
-                line = line[m.end():]
-                c = line[:1]
-        lvl = None
-        ts = None
-        fileinfo = None
-        msg = line
-        if c in "DIWEC" and c:
-            m = patterns.HDR.match(line)
-            if m:
-                lvl = c
-                ts = m.group(2)
-                fileinfo = m.group(3)
-                msg = line[m.end():]
-            else:
-                m = patterns.UVICORN.match(line)
-                if m:
-                    lvl = c
-                    msg = line[m.end():]
-                    if msg[:1].isdigit() and " HTTP/" in msg:  # an access-log line: nothing to read
-                        lvl = "D"
-                        msg = ""
-        elif c == "[":
-            m = patterns.RANK.match(line)
-            if m:
-                msg = line = line[m.end():]
-                if proc is None:
-                    proc = ("rank", None, m.group(1), None)
-            m = patterns.TORCH_CPP.match(line)
-            if m:
-                lvl = {"W": "W", "E": "E", "F": "C"}.get(m.group(1), "I")
-                msg = line[m.end():]
+        proc, lvl, ts, fileinfo, msg = split_envelope(line)
         if t is None:
             if ts is not None:
                 t = self._ts(ts)
@@ -291,7 +250,7 @@ class LogParser:
             self._started = True
             self.timeline.append(Milestone("starting", t))
             ev.append(self.timeline[-1])
-        rank = self._rank(proc) if proc is not None else None
+        rank = self._ranks.of(self, proc) if proc is not None else None
         if fileinfo is not None and self._engine_level == 0:
             base = fileinfo.rpartition(":")[0].rpartition("/")[2]
             if base in patterns.V1_FILES:
@@ -580,43 +539,6 @@ class LogParser:
             val += 365 * 86400
         self._ts_key, self._ts_val = key, val
         return val
-
-    def _rank(self, proc: tuple[Any, ...]) -> int | None:
-        r = self._rank_cache.get(proc, _MISSING)
-        if r is not _MISSING:
-            return r  # type: ignore[return-value]
-        name, extra, pid, ip = proc
-        full = f"{name} {extra}" if extra else name
-        if name.startswith(patterns.V1_PROC_PREFIXES) and name != "VllmWorkerProcess":
-            self.set_engine("v1", "strong", None)
-        elif name in patterns.V0_PROC_NAMES:
-            self.set_engine("v0", "strong", None)
-        r = None
-        if name == "rank":
-            r = int(pid)
-        elif name.startswith(("EngineCore", "APIServer", "MainProcess", "DPCoordinator")):
-            r = None
-        else:
-            m = patterns.RANK_EQ.search(full)
-            tp, pp, dp = patterns.TP_RE.search(full), patterns.PP_RE.search(full), patterns.DP_RE.search(full)
-            if m:
-                r = int(m.group(1))
-            elif tp and not pp and not dp:
-                r = int(tp.group(1))
-            elif tp and isinstance(self.info.get("tensor_parallel_size"), int):
-                size = self.info["tensor_parallel_size"]
-                r = (int(pp.group(1)) if pp else 0) * size + int(tp.group(1))
-            elif name.startswith("VllmWorker-") or name.startswith("Worker-"):
-                m = patterns.TRAILING_INT.search(name)
-                r = int(m.group(1)) if m else 0
-            elif name == "Worker" or (name.startswith("VllmWorker") and name != "VllmWorkerProcess"
-                                      and not tp):
-                r = 0
-            else:  # V0 mp / Ray workers carry no rank: number them in order of appearance
-                key = (name, pid, ip)
-                r = self._worker_order.setdefault(key, len(self._worker_order) + 1)
-        self._rank_cache[proc] = r
-        return r
 
 
 def _decode(line: Any) -> str:

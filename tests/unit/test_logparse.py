@@ -301,7 +301,7 @@ def test_fixture(name):
     for key, value in exp.get("info", {}).items():
         assert p.info.get(key) == value, key
     for key, value in exp.get("worker_ranks", {}).items():
-        assert p._worker_order.get(key) == value
+        assert p._ranks.order.get(key) == value
     if exp.get("after_exit"):
         p.process_exited(1)
         f = p.snapshot()["failure"]
