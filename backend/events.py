@@ -119,12 +119,18 @@ def describe(event: dict[str, Any], now: float | None = None) -> str:
     return f"{text}: {detail}" if detail else text
 
 
+def cells(event: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """One event's columns: when, who, from where (ssh client or tty), what, how it ended."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(event.get("time") or 0)))
+    where = str(event.get("ssh_client") or event.get("tty") or "-")
+    detail = diff_text(event.get("diff")) or event.get("outcome") or ""
+    return stamp, str(event.get("user", "?")), where, str(event.get("action", "?")), str(detail)
+
+
 def line(event: dict[str, Any]) -> str:
     """One row of `qwen-tui events`."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(event.get("time") or 0)))
-    where = event.get("ssh_client") or event.get("tty") or "-"
-    detail = diff_text(event.get("diff")) or event.get("outcome") or ""
-    return f"{stamp}  {event.get('user', '?'):<10} {where:<16} {event.get('action', '?'):<9} {detail}"
+    stamp, user, where, action, detail = cells(event)
+    return f"{stamp}  {user:<10} {where:<16} {action:<9} {detail}"
 
 
 _last: dict[str, Any] = {}  # the status bar's cache: (path, mtime) -> its text

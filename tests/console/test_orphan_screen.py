@@ -155,8 +155,10 @@ async def test_beside_an_orphan_a_teammates_server_is_one_row_by_user_and_port(s
         found = orphans.scan({}, monitor=NoNvml())
         mine = set(tree.pids.values()) | {stray.pids["tp0"]}
         app, client = app_with([STOPPED], qhome)
+        # only this test's own: a real supervisor elsewhere on the box (a demo a developer runs) is not counted
         client.orphan_scan = orphans.OrphanScan([p for p in found.processes if p.pid in mine], None, "test",
-                                                found.supervisors, found.servers)
+                                                [s for s in found.supervisors if s.pid == proc.pid],
+                                                [t for t in found.servers if t.sup.pid == proc.pid])
         stopped = []
         client.stop_supervisor = lambda info: stopped.append(info.pid) or "stopped"
         async with app.run_test(size=(150, 45)) as pilot:

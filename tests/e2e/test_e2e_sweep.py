@@ -33,10 +33,15 @@ def test_sweep_one_row_per_level_with_the_fields(server):
         # None when the tokens reached the client in bursts (2 busy CPUs): no rate then
         assert (row["per_request_tokens_per_s"] is None) == row["burst"]
         # the server's own figures while the level ran (vLLM's CPU build exports them too)
-        assert row["metrics_samples"] > 0 and row["peak_kv_cache_usage"] is not None
-        assert row["queued"] in (True, False) and row["peak_waiting"] is not None
+        # a level whose samples never saw a request running says so and shows no peak (never a 0 %)
+        assert row["metrics_samples"] > 0
+        if row["peak_kv_cache_usage"] is None:
+            assert "none of" in row["metrics_error"] and row["queued"] is None
+        else:
+            assert row["queued"] in (True, False) and row["peak_waiting"] is not None
         assert row["above_max_concurrency"] is False  # the demo's cache holds hundreds
-    # a 1.7M-token cache: a few hundred tokens per request is a sliver, but some sample sees it
+    # a 1.7M-token cache: a few hundred tokens per request is a sliver, but the read at each first
+    # token sees it (and it is not rounded to 0)
     assert any(row["peak_running"] >= 1 and row["peak_kv_cache_usage"] > 0 for row in rows)
     assert out["predicted"]["max_concurrency"] > 0 and out["predicted"]["source"] == "server log"
     assert out["settings"]["server"]["max_num_seqs"] == 8 and out["input_tokens"] == 200

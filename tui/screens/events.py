@@ -4,6 +4,8 @@ out (WATCH_BLOCKED): every one that starts, stops, restarts, sleeps, kills or sa
 
 from __future__ import annotations
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -14,6 +16,18 @@ from tui.screens.dialog import Dialog
 # MainScreen actions that change the server or its settings: none of them in watch mode
 WATCH_BLOCKED = frozenset({"start", "stop", "restart", "settings", "profiles", "sleep_wake", "cluster", "pull"})
 SHOWN = 200
+
+
+def table(rows: list[tuple[str, ...]]) -> Table:
+    """The rows as columns as wide as their widest cell; only the last (how it ended) wraps, under
+    itself, so a long outcome never pushes a row's start out of line at 80 columns."""
+    grid = Table.grid(padding=(0, 1))
+    for _ in range(len(rows[0]) - 1):
+        grid.add_column(no_wrap=True)
+    grid.add_column(ratio=1, overflow="fold")
+    for row in rows:
+        grid.add_row(*(Text(cell) for cell in row))  # text, not markup: a path may hold [brackets]
+    return grid
 
 
 class EventsScreen(Dialog[None]):
@@ -29,10 +43,11 @@ class EventsScreen(Dialog[None]):
     def compose_body(self) -> ComposeResult:
         from backend import events  # start-up: loaded on first use, not before the console's first frame
 
+        body: str | Table
         try:
             rows = events.read_events(SHOWN)
             head = f"Events ({events.journal_path()}): newest last"
-            body = "\n".join(events.line(e) for e in rows) or "no events yet"
+            body = table([events.cells(e) for e in rows]) if rows else "no events yet"
         except PermissionError:
             head, body = "Events", f"cannot read {events.journal_path()}: permission denied"
         yield Label(head, id="question", markup=False)  # the heading: read with the rows
