@@ -32,7 +32,7 @@ class ReportScreen(Dialog[None]):
 
     def compose_body(self) -> ComposeResult:
         yield Label("building the report (doctor, plan, log)…", id="summary")
-        yield TextArea("", read_only=True, soft_wrap=False, id="report")
+        yield TextArea("", read_only=True, soft_wrap=True, id="report")  # at 80 columns nothing is cut
 
     def on_mount(self) -> None:
         self.build_report()
