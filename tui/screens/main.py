@@ -1,4 +1,4 @@
-"""MainScreen: status line, live log, startup figures, failure banner; keys s/x/r/q, e settings.
+"""MainScreen: status line, live log, startup figures, failure banner; keys s/x/r/q (the dialogs: main_dialogs.py).
 
 Keys are a contract (STYLE 20): while the chat tab is shown every printable key goes to the chat
 input, so a sentence never starts the server or opens a dialog; `esc` there keeps the user in the
@@ -20,11 +20,12 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
-from backend.server.status import FAILING, RUNNING, SERVING, SUPERVISED, ServerState, ServerStatus
+from backend.server.status import FAILING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.node import QwenNode
 from tui.screens.events import WATCH_BLOCKED
 from tui.screens.fix_actions import FixActions
+from tui.screens.main_dialogs import MainDialogs
 from tui.screens.server_actions import ServerActions
 from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
@@ -53,7 +54,7 @@ NARROW_W = 100  # below this many columns the side column becomes the one-line s
 EMPTY_LOG = "No server log yet: press s to start the server (e: settings, d: doctor, ?: every key)."
 
 
-class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
+class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None]):
     # its stylesheet, screens/main.tcss, is loaded with the app's (tui/app.py)
     BINDINGS = [
         Binding("s", "start", "Start", id="start"),
@@ -248,59 +249,6 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             self.restart_after_plan = False
             self._run_action("restart")
 
-    # -- workload profiles (p) -------------------------------------------------------------------
-    def action_profiles(self) -> None:
-        # start-up: loaded on first use, not before the console's first frame
-        from tui.screens.profiles import ProfileScreen
-
-        running = self.state.get("state") in ("starting", "ready", "backoff", "sleeping")
-        self.app.push_screen(ProfileScreen(self.shown_profile(), running), self._profile_chosen)
-
-    def _profile_chosen(self, name: str | None) -> None:
-        if name is None:
-            return
-        new = name or None
-        running = self.state.get("state") in ("starting", "ready", "backoff", "sleeping")
-        if new == self.app.settings.profile and (not running or new == self.shown_profile()):
-            self.notify(f"profile {new or '(none)'}: already in use")
-            return
-        label = f"profile {new}" if new else "no profile ([server] as in the file)"
-        if not running:
-            self._switch_profile(new)
-            self.notify(f"{label}: the next start (s) uses it")
-            return
-        # start-up: loaded on first use, not before the console's first frame
-        from tui.screens.confirm import ConfirmScreen
-
-        def chosen(yes: bool | None) -> None:
-            if yes:
-                self._switch_profile(new, restart=True)
-            else:
-                self.notify("profile: unchanged")
-
-        self.app.push_screen(ConfirmScreen(f"Restart the server with {label}?",
-                                           f"It is {self.state.get('state', '').upper()}; the restart takes "
-                                           "as long as a start."), chosen)
-
-    def _switch_profile(self, name: str | None, restart: bool = False) -> None:
-        # start-up: loaded on first use, not before the console's first frame
-        from backend.errors import ConfigError
-        from backend.spawn import origin_of
-
-        origin = origin_of(self.app.settings).with_profile(name)
-        try:
-            new = origin.load()
-        except ConfigError as e:
-            self.notify(str(e), severity="error")
-            return
-        self.app.reload_settings(new)
-        client = self.app.client
-        if hasattr(client, "origin"):  # the supervisor it starts reads the same settings
-            client.origin = origin
-        self.restart_after_plan = restart
-        self.compute_plan()
-        self._show_status()
-
     @on(ChatFinished)
     def chat_finished(self, message: ChatFinished) -> None:
         # start-up: loaded on first use, not before the console's first frame
@@ -313,14 +261,6 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             if self.plan:
                 self._show_ledger()
 
-    def action_bench(self) -> None:
-        from tui.screens.bench import BenchScreen  # start-up: loaded on first use, not before the console's first frame
-
-        if self.state.state is not ServerState.READY:
-            self.notify("the load test needs a READY server: s starts it", severity="warning")
-            return
-        self.app.push_screen(BenchScreen(self.state, self.plan))
-
     def action_toggle_keys(self) -> None:
         """The keys of whatever has focus, with what they do (Textual's help panel)."""
         from textual.widgets import HelpPanel  # start-up: loaded on first use, not before the console's first frame
@@ -332,55 +272,6 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
 
     def action_hide_keys(self) -> None:
         self.app.action_hide_help_panel()
-
-    def action_doctor(self) -> None:
-        # start-up: loaded on first use, not before the console's first frame
-        from tui.screens.doctor import DoctorScreen
-
-        self.app.push_screen(DoctorScreen())
-
-    def action_pull(self, repo_id: str | None = None) -> None:
-        from tui.screens.pull import PullScreen  # start-up: loaded on first use, not before the console's first frame
-
-        self.app.push_screen(PullScreen(repo_id), self._settings_closed)
-
-    @work(group="pull-check", exclusive=True, exit_on_error=False)
-    async def check_pull(self) -> None:
-        """A pull that a previous console (or `pull --detach`) started: say so once."""
-        # start-up: imported in a thread (~12-25 ms), not on the event loop
-        pull_state = await asyncio.to_thread(importlib.import_module, "backend.pull.state")
-        live = await asyncio.to_thread(pull_state.running)
-        if live:
-            self.notify(f"a pull of {live.get('repo_id')} is running (pid {live.get('pid')}): g shows it", timeout=8)
-
-    def action_history(self) -> None:
-        """h: the flight recorder's last hour / day (what the supervisor sampled from /metrics, its events)."""
-        from tui.screens.history import HistoryScreen  # start-up: loaded on first use
-
-        self.app.push_screen(HistoryScreen())
-
-    def action_report(self) -> None:
-        # start-up: loaded on first use, not before the console's first frame
-        from tui.screens.report import ReportScreen
-
-        self.app.push_screen(ReportScreen())
-
-    def action_cluster(self) -> None:
-        """n: the cluster view ([cluster] in the config file: the boxes and the router in front)."""
-        from backend.cluster.config import load_cluster  # only this path needs it (start-up, or a cycle)
-        from backend.errors import ConfigError  # only this path needs it (start-up, or a cycle)
-        from tui.screens.cluster import ClusterScreen  # only this path needs it (start-up, or a cycle)
-
-        try:
-            cluster = load_cluster(self.app.settings)
-        except ConfigError as e:
-            self.notify(str(e), severity="error")
-            return
-        if cluster is None:
-            self.notify("no [cluster] in the config file: one box only (see config.toml's [cluster] example)",
-                        severity="warning")
-            return
-        self.app.push_screen(ClusterScreen(cluster))
 
     def action_sleep_wake(self) -> None:
         """z: a READY server goes to sleep (level 1: the GPUs freed, weights kept in RAM); a sleeping one wakes."""
@@ -618,26 +509,6 @@ class MainScreen(ServerActions, FixActions, QwenNode, Screen[None]):
             self.app.exit()
             return
         self.app.request_quit(self.state.state)
-
-    def action_events(self) -> None:
-        from tui.screens.events import EventsScreen  # start-up: loaded on first use, not before the first frame
-
-        self.app.push_screen(EventsScreen())
-
-    def action_settings(self) -> None:
-        # start-up: loaded on first use, not before the console's first frame
-        from tui.screens.settings import SettingsScreen
-
-        self.app.push_screen(SettingsScreen(lambda: self.state.state), self._settings_closed)
-
-    def _settings_closed(self, result: str | None) -> None:
-        if result:  # something was saved: the plan for the settings now in the file
-            self.compute_plan()
-            if result != "restart" and self.state.state in RUNNING:
-                # the log column is still the running server's: say the plan is ahead of it
-                self.query_one(LedgerPanel).border_subtitle = "plan: saved settings, restart to apply"
-        if result == "restart":  # asked for in the settings dialog: no second question
-            self._run_action("restart")
 
 
 def _plan_for_console(settings: Settings, gpus: Any) -> tuple[dict[str, Any] | None, str | None]:
