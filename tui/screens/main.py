@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from backend.server.status import FAILING, SERVING, SUPERVISED, ServerState, ServerStatus
+from tui.lazy import load
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.node import QwenNode
 from tui.screens.events import WATCH_BLOCKED
@@ -513,6 +514,5 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
 
 def _plan_for_console(settings: Settings, gpus: Any) -> tuple[dict[str, Any] | None, str | None]:
     """In a thread: the ledger's imports (~50 ms) stay off the event loop."""
-    from backend.ledger import plan_for_console  # start-up: loaded on first use, not before the console's first frame
-
-    return plan_for_console(settings, gpus)
+    ledger: Any = load("backend.ledger")  # start-up: first use; one importing thread at a time (tui/lazy.py)
+    return ledger.plan_for_console(settings, gpus)  # type: ignore[no-any-return]

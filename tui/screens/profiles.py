@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from tui.lazy import load
 from tui.messages import ProfilesPlanned
 from tui.palette import style
 from tui.screens.dialog import Dialog
@@ -76,7 +77,8 @@ class ProfileScreen(Dialog[str | None]):
 
     @work(group="profiles", exclusive=True, exit_on_error=False, thread=True)
     def plan_all(self) -> None:
-        # start-up: loaded on first use, not before the console's first frame
+        # start-up: first use; one importing thread at a time (tui/lazy.py), then the imports below are lookups
+        load("backend.ledger", "backend.ledger.adapter", "backend.ledger.cli", "backend.profiles")
         from backend.ledger.adapter import gpus_from_monitor
         from backend.ledger.cli import detect_vllm_version
         from backend.profiles import verdicts
