@@ -79,6 +79,7 @@ class ProfileScreen(Dialog[str | None]):
     def plan_all(self) -> None:
         # start-up: first use; one importing thread at a time (tui/lazy.py), then the imports below are lookups
         load("backend.ledger", "backend.ledger.adapter", "backend.ledger.cli", "backend.profiles")
+        # loaded above: these are lookups
         from backend.ledger.adapter import gpus_from_monitor
         from backend.ledger.cli import detect_vllm_version
         from backend.profiles import verdicts
