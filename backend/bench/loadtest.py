@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 
 from backend import energy
-from backend.bench.summary import aggregate, burst_notes, capacity_notes, summary_lines
+from backend.bench.summary import RequestResult, aggregate, burst_notes, capacity_notes, summary_lines
 from backend.chat.stream import (
     ChatError,
     ChatResult,
@@ -68,40 +68,6 @@ class BenchConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise BenchInputError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
-
-
-@dataclass
-class RequestResult:
-    index: int
-    ok: bool = False
-    ttft_s: float | None = None
-    latency_s: float = 0.0
-    output_tokens: int = 0
-    prompt_tokens: int | None = None
-    itl_s: list[float] = field(default_factory=list)  # gaps between content deltas
-    decode_span_s: float | None = None  # first to last content delta
-    decode_tokens_per_s: float | None = None
-    burst: bool = False  # its tokens reached the client together: no rate (backend.chat.stream.ChatResult.burst)
-    error: str | None = None
-    fix: str = ""
-
-    @property
-    def error_text(self) -> str | None:
-        return f"{self.error} (fix: {self.fix})" if self.error and self.fix else self.error
-
-    @property
-    def itl_mean_s(self) -> float | None:
-        """Per token between the first and the last delta (deltas that carry several tokens count)."""
-        if self.decode_span_s is None or self.output_tokens < 2:
-            return None
-        return self.decode_span_s / (self.output_tokens - 1)
-
-    @property
-    def tpot_s(self) -> float | None:
-        """Time per output token after the first: (latency - TTFT) / (tokens - 1), vLLM's TPOT."""
-        if self.ttft_s is None or self.output_tokens < 2:
-            return None
-        return (self.latency_s - self.ttft_s) / (self.output_tokens - 1)
 
 
 @dataclass

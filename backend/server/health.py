@@ -4,14 +4,55 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from backend.server import statefile
 
-if TYPE_CHECKING:
-    from backend.server.supervisor import Supervisor
+if TYPE_CHECKING:  # types only; none of these imports this module
+    from backend.logparse import LogParser
+    from backend.server.launch import Launch
+    from backend.server.sleep import SleepControl
+    from backend.settings import Settings
+
+
+class Supervisor(Protocol):
+    """What the watch reads and writes of backend.server.supervisor.Supervisor (a Protocol, not an
+    import: the supervisor imports this module, and the house has no import circle)."""
+    failure: dict[str, Any] | None
+    ready_at: float | None
+    probe: dict[str, Any] | None
+    served_models: list[str]
+    _health_fail_since: float | None
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def launch(self) -> Launch: ...
+    @property
+    def proc(self) -> Any: ...  # a subprocess, or an adopted server's stand-in
+    @property
+    def state(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+    @property
+    def state_path(self) -> Path: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def adopted_argv(self) -> list[str] | None: ...
+    @property
+    def parser(self) -> LogParser: ...
+    @property
+    def sleep(self) -> SleepControl: ...
+    @property
+    def _launch_failed(self) -> asyncio.Event: ...
+    @property
+    def _tail(self) -> Iterable[str]: ...
+    def _set(self, state: str, detail: str = "") -> None: ...
 
 STARTING_POLL_S = 0.1
 # the readiness probe (probe): tokens asked for, and how long the first generation may take

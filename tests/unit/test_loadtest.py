@@ -15,14 +15,13 @@ from backend.bench.loadtest import (
     BenchConfig,
     BenchInputError,
     Progress,
-    RequestResult,
     predict,
     prompt_text,
     run_bench,
     run_cli,
     run_requests,
 )
-from backend.bench.summary import aggregate, burst_notes, capacity_notes, percentile
+from backend.bench.summary import RequestResult, aggregate, burst_notes, capacity_notes, percentile
 from backend.settings import load
 
 
