@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from textual import work
-from textual.app import App
 from textual.worker import Worker
 
 from backend import daemon_threads
 from backend.server.status import RUNNING, ServerState
 from backend.settings import Settings
+from tui.console_app import ConsoleApp
 from tui.screens.main import MainScreen
 from tui.themes import register_themes
 from tui.worker_errors import install as report_worker_errors
@@ -41,7 +41,7 @@ WORKER_PURPOSE = {
 }
 
 
-class QwenApp(App[int]):  # exit(0): the result is the exit code
+class QwenApp(ConsoleApp):  # the screens know it as ConsoleApp (tui/console_app.py): no circle
     TITLE = "qwen-tui"
     # --watch: every panel, no key that changes the server (tui/screens/events.py); not `watch`,
     # which was Textual's DOMNode.watch() shadowed by a bool
