@@ -41,6 +41,10 @@ async def test_sweep_shows_levels_table_plots_and_the_previous_sweep(qhome):
         assert "✓ concurrency    1: done: 4/4" in levels and "saved:" in levels and "previous sweep" in levels
         legend = str(screen.query_one("#legend").render())
         assert "max concurrency 2x" in legend and "ceiling 50 tok/s" in legend
+        # no GPUs here: no energy columns that would say "unknown" in every row; the legend says it once
+        headers = [str(c.label) for c in table.columns.values()]
+        assert "J/token" not in headers and "tok/s/W" not in headers and headers[-1] == "prev TTFT", headers
+        assert "energy unknown" in legend
         assert len(list(folder.glob("sweep-*.json"))) == 2 and len(list(folder.glob("sweep-*.csv"))) == 1
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: not isinstance(app.screen, SweepScreen))
@@ -55,3 +59,13 @@ async def test_w_in_the_bench_dialog_opens_the_sweep(qhome):
                                 tries=100)
         assert "fix:" in str(screen.query_one("#levels").render())
         await pilot.press("escape")
+
+
+def test_the_energy_columns_come_only_where_gpu_power_is_read():
+    from tui.screens.sweep import COLUMNS, shown
+
+    assert shown(COLUMNS, True, True) == COLUMNS
+    no_prev = shown(COLUMNS, False, True)
+    assert no_prev[-2:] == ("J/token", "tok/s/W") and "prev tok/s" not in no_prev
+    assert shown(COLUMNS, False, False)[-2:] == ("KV peak", "queued")
+    assert shown(COLUMNS, True, False)[-2:] == ("prev tok/s", "prev TTFT")

@@ -32,9 +32,20 @@ PREV = slice(10, 12)  # the previous sweep's columns in COLUMNS and table_row
 SHORT_H = 40  # below this many rows the finished levels fold into the table (the plots need the room)
 
 
+ENERGY = slice(12, 14)  # J/token and tok/s/W: only where NVML reads the GPUs' power
+
+
 def without_prev(cells: tuple[str, ...]) -> tuple[str, ...]:
     """A row (or the headers) without the previous sweep's columns."""
     return cells[:PREV.start] + cells[PREV.stop:]
+
+
+def shown(cells: tuple[str, ...], prev: bool, energy: bool) -> tuple[str, ...]:
+    """A row (or the headers) with the previous sweep's columns where there is one, and the energy
+    columns where GPU power can be read (without NVML they would say "unknown" in every row, and at
+    80 columns push the table past the edge: the legend says it once instead)."""
+    out = cells if energy else cells[:ENERGY.start] + cells[ENERGY.stop:]
+    return out if prev else without_prev(out)
 
 
 def theme_rgb(app: Any, name: str) -> tuple[int, int, int] | None:
@@ -85,6 +96,7 @@ class SweepScreen(Dialog[None]):
         self.status, self.plan = status, plan
         self.config = config or SweepConfig(list(DEFAULT_LEVELS))
         self.transport, self.save_dir = transport, save_dir  # tests: a fake server, a folder
+        self.energy = False  # set on mount: whether NVML lists GPUs whose power a level can sample
         self.running = False
         self.rows: list[dict[str, Any]] = []
         self.result: dict[str, Any] | None = None
@@ -102,7 +114,9 @@ class SweepScreen(Dialog[None]):
 
     def on_mount(self) -> None:
         self.query_one("#dialog").border_title = "concurrency sweep"
-        self.query_one(DataTable).add_columns(*without_prev(COLUMNS))
+        gpus = self.app.gpus
+        self.energy = bool(gpus is not None and getattr(gpus, "gpus", ()))  # NVML opened, GPUs listed
+        self.query_one(DataTable).add_columns(*shown(COLUMNS, False, self.energy))
         self.start()
 
     def on_resize(self) -> None:
@@ -159,7 +173,7 @@ class SweepScreen(Dialog[None]):
             self.progress[ev["concurrency"]] = (f"done: {ev['completed']}/{ev['requests']} in "
                                                 f"{_f(ev.get('wall_s'), '.1f')} s"
                                                 + (f", {ev['failed']} failed" if ev.get("failed") else ""))
-            self.query_one(DataTable).add_row(*without_prev(table_row(ev, None)))
+            self.query_one(DataTable).add_row(*shown(table_row(ev, None), False, self.energy))
             self._plot()
         self._show_levels()
 
@@ -174,10 +188,10 @@ class SweepScreen(Dialog[None]):
         table = self.query_one(DataTable)  # again, now with the previous sweep beside
         table.clear(columns=bool(self.previous))
         if self.previous:
-            table.add_columns(*COLUMNS)
+            table.add_columns(*shown(COLUMNS, True, self.energy))
         for row in self.rows:
             cells = table_row(row, self._prev_row(row["concurrency"]))
-            table.add_row(*(cells if self.previous else without_prev(cells)))
+            table.add_row(*shown(cells, bool(self.previous), self.energy))
         self._show_levels()
         self._plot()
 
@@ -212,7 +226,8 @@ class SweepScreen(Dialog[None]):
             (f"* above the ledger's max concurrency {mc:g}x (full-length sequences)" if mc is not None
              else "no max concurrency known") + " · "
             + (f"batch-1 decode ceiling {ceiling:.0f} tok/s (! above it)" if ceiling
-               else "batch-1 decode ceiling n/a (CPU or unknown card)"), "dim"))
+               else "batch-1 decode ceiling n/a (CPU or unknown card)")
+            + ("" if self.energy else " · energy unknown (no GPU power from NVML)"), "dim"))
 
     def _predicted(self) -> dict[str, Any]:
         from backend.bench.loadtest import (
