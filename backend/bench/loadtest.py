@@ -188,10 +188,9 @@ def aiohttp_send(session: Any, base_url: str, model: str) -> SendFn:
     return send
 
 
-def make_request_fn(send: SendFn, words: int, max_tokens: int, run: str = "",
-                    on_first_token: Callable[[], None] | None = None) -> RequestFn:
+def make_request_fn(send: SendFn, words: int, max_tokens: int, run: str = "") -> RequestFn:
     async def one(index: int | str) -> RequestResult:
-        res, out = ChatResult(on_first_token=on_first_token), RequestResult(index if isinstance(index, int) else -1)
+        res, out = ChatResult(), RequestResult(index if isinstance(index, int) else -1)
         try:
             await send([{"role": "user", "content": prompt_text(index, words, run)}], max_tokens, res)
         except ChatError as e:
@@ -299,13 +298,11 @@ async def prepare(client: httpx.AsyncClient, base_url: str, model: str, headers:
 async def run_bench(settings: Settings, cfg: BenchConfig, on_progress: ProgressFn | None = None, *,
                     status: Mapping[str, Any] | None = None, plan: dict[str, Any] | None = None,
                     transport: httpx.AsyncBaseTransport | None = None,
-                    base_url: str | None = None, model: str | None = None, gpus: Any = None,
-                    on_first_token: Callable[[], None] | None = None) -> dict[str, Any]:
+                    base_url: str | None = None, model: str | None = None, gpus: Any = None) -> dict[str, Any]:
     """The whole run; returns the `bench --json` object. Never raises for a server problem: a run
     that could not start has `error` and `fix` and counts nothing. Raises BenchInputError.
     `base_url`: another server than the settings' own (a router: `bench --url`). `gpus`: a GpuMonitor
-    whose power is sampled while the requests run (backend/energy.py); None: energy unknown.
-    `on_first_token`: called as each request's first token arrives (the sweep samples /metrics then)."""
+    whose power is sampled while the requests run (backend/energy.py); None: energy unknown."""
     cfg.check()
     base_url, model = (base_url or settings.base_url).rstrip("/"), model or settings.served_name
     api_key = settings.api_key
@@ -325,7 +322,7 @@ async def run_bench(settings: Settings, cfg: BenchConfig, on_progress: ProgressF
             prep = await prepare(client, base_url, model, headers, cfg, predicted.get("max_model_len"), run)
             send = (aiohttp_send(session, base_url, model) if session is not None
                     else httpx_send(client, base_url, model, api_key))
-            one = make_request_fn(send, prep.words, prep.max_tokens, run, on_first_token)
+            one = make_request_fn(send, prep.words, prep.max_tokens, run)
             if cfg.warmup:
                 warm = await one("warm-up")
                 if not warm.ok:

@@ -113,7 +113,6 @@ class ServerSampler:
     def __init__(self, client: httpx.AsyncClient, base_url: str, interval: float = SAMPLE_S) -> None:
         self.client, self.url, self.interval = client, base_url.rstrip("/") + "/metrics", interval
         self.begun = asyncio.Event()
-        self._poked = asyncio.Event()
         self.peak_kv: float | None = None
         self.peak_waiting: float | None = None
         self.peak_running: float | None = None
@@ -144,20 +143,11 @@ class ServerSampler:
                 self.first_preemptions = snap.preemptions
             self.last_preemptions = snap.preemptions
 
-    def poke(self) -> None:
-        """A request's first token came: the server runs it now, so read now, not at the next tick
-        (a tick alone can fall between short requests every time: CI saw a level with none running)."""
-        self._poked.set()
-
     async def run(self) -> None:
         await self.begun.wait()
         while True:
-            self._poked.clear()
             await self.read()
-            try:
-                await asyncio.wait_for(self._poked.wait(), self.interval)
-            except asyncio.TimeoutError:
-                pass
+            await asyncio.sleep(self.interval)
 
     def figures(self) -> dict[str, Any]:
         pre = (None if self.first_preemptions is None or self.last_preemptions is None
@@ -250,7 +240,7 @@ async def run_sweep(settings: Settings, cfg: SweepConfig, on_event: EventFn | No
             task = asyncio.create_task(sampler.run())
             try:
                 rep = await run_bench(settings, bench, progress, status=status, plan=plan, transport=transport,
-                                      gpus=gpus, on_first_token=sampler.poke)
+                                      gpus=gpus)
             finally:
                 task.cancel()
                 try:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +70,6 @@ class ChatResult:
     extra: dict[str, Any] = field(default_factory=dict)
     chunk_times: list[float] = field(default_factory=list)  # every chunk with a choice, from send
     arrivals: list[tuple[float, int]] = field(default_factory=list)  # (time, tokens so far) as usage grew
-    # called once, at the first token: the server is running this request now (the sweep reads /metrics then)
-    on_first_token: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def tokens(self) -> int:
@@ -305,8 +303,6 @@ def handle_line(line: str, result: ChatResult, start: float) -> Delta | None:
     result.chunk_times.append(now)
     if result.ttft_s is None:
         result.ttft_s = now  # vLLM sends its first chunk once the first token exists
-        if result.on_first_token is not None:
-            result.on_first_token()
     out = None
     for choice in choices:
         if not isinstance(choice, dict):
