@@ -40,9 +40,10 @@ def test_sweep_one_row_per_level_with_the_fields(server):
         else:
             assert row["queued"] in (True, False) and row["peak_waiting"] is not None
         assert row["above_max_concurrency"] is False  # the demo's cache holds hundreds
-    # a 1.7M-token cache: a few hundred tokens per request is a sliver, but the read at each first
-    # token sees it (and it is not rounded to 0)
-    assert any(row["peak_running"] >= 1 and row["peak_kv_cache_usage"] > 0 for row in rows)
+    # a level whose samples saw a request running shows its sliver of the 1.7M-token cache above 0
+    for row in rows:
+        if row["peak_running"]:
+            assert row["peak_kv_cache_usage"] > 0
     assert out["predicted"]["max_concurrency"] > 0 and out["predicted"]["source"] == "server log"
     assert out["settings"]["server"]["max_num_seqs"] == 8 and out["input_tokens"] == 200
     saved = out["saved"]
