@@ -7,21 +7,31 @@ holds the part they use (settings, client, GPUs, the main screen, reload, quit),
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from textual.app import App
 
 from backend.server.status import ServerState
 from backend.settings import Settings
 
+if TYPE_CHECKING:  # types only: the client pulls in httpx, the monitor pynvml (start-up)
+    from backend.gpu import GpuMonitor
+    from backend.server.client import ServerClient
+
+
+class MainScreenHooks(Protocol):
+    """What other screens call on the main screen (naming MainScreen would import the screens again)."""
+
+    def _settings_closed(self, result: str | None) -> None: ...
+
 
 class ConsoleApp(App[int]):  # exit(0): the result is the exit code
     # --watch: every panel, no key that changes the server (tui/screens/events.py)
     watching = False
     settings: Settings
-    client: Any  # backend.server.client's SupervisorClient (tests give a scripted one)
-    gpus: Any  # a backend.gpu.GpuMonitor (or a test double); None: no GPU panels
-    main_screen: Any  # the MainScreen (naming its type would import the screens again)
+    client: ServerClient  # tests give a scripted one of the same shape
+    gpus: GpuMonitor | None  # None: no GPU panels (tests give a double of the same shape)
+    main_screen: MainScreenHooks | None  # None until the main screen is made
 
     def reload_settings(self, settings: Settings | None = None) -> Settings:
         """Adopt settings saved from the console (or read them again)."""
