@@ -37,3 +37,12 @@ def test_the_strip_keeps_the_gpu_figure_where_there_are_gpus():
     assert strip_text("ready", PARSED, (10.0, 24.0), WORKERS).endswith("GPU 10.0/24.0 GiB")
     assert strip_text("ready", PARSED, None, None).endswith("GPU n/a")
     assert strip_text("starting", {}, None, [{"pid": 5, "rank": None}]).endswith("· worker 5")
+
+
+def test_a_worker_with_no_rank_in_its_title_is_a_worker_not_tp_question_mark():
+    # TP=1's worker is titled "VLLM::Worker" (no rank): the demo showed it as "TP?"
+    from tui.widgets.figures_panel import worker_rows
+
+    one = [{"pid": 12253, "rank": None, "title": "VLLM::Worker", "rss_bytes": 6 << 30}]
+    assert worker_rows(one) == [("worker", "pid 12253 · 6.0 GiB")]
+    assert [label for label, _ in worker_rows(WORKERS)] == ["TP0", "TP1"]

@@ -57,11 +57,12 @@ def rows(parsed: dict[str, Any]) -> list[tuple[str, str]]:
 
 def worker_rows(workers: Any) -> list[tuple[str, str]]:
     """One row per worker process of the server, by rank (the CPU build's; a GPU box also shows them
-    in its GPU panels): "TP1" "pid 7450 · 1.7 GiB"."""
+    in its GPU panels): "TP1" "pid 7450 · 1.7 GiB". A worker whose title names no rank (TP=1's
+    "VLLM::Worker", or one not yet given its rank) is "worker", not a rank with a question mark."""
     out = []
     for w in workers or []:
         rss = f" · {w['rss_bytes'] / 2**30:.1f} GiB" if w.get("rss_bytes") else ""
-        out.append((f"TP{'?' if w.get('rank') is None else w['rank']}", f"pid {w.get('pid')}{rss}"))
+        out.append(("worker" if w.get("rank") is None else f"TP{w['rank']}", f"pid {w.get('pid')}{rss}"))
     return out
 
 
