@@ -347,22 +347,42 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
     (and then writes nothing) for a bad value or an unreadable file."""
     edit = parse_text(section, key, text)
     path = config_target(settings)
+    held = edit.unset and _in_file(path, section, key)
     save_edit(path, edit)
     new = reload(settings) if settings.demo else reload(settings, path)
     dotted = f"{section}.{key}"
     secret = is_secret(section, key)
-    shown = ("removed (default applies)" if edit.unset else
-             f"= {MASK}" if secret else f"= {toml_text(edit.value)}")
-    note = f"{dotted} {shown}, saved to {path}" + (" (the demo settings file)" if settings.demo else "")
+    where = f"{path}" + (" (the demo settings file)" if settings.demo else "")
+    if edit.unset:
+        # what applies now, from the reloaded settings: in the demo that is the demo's own value,
+        # not "the default" (a removal there once said so, and saved nothing)
+        now = MASK if secret else (toml_text(getattr(new, section).get(key)) or ("unset: vLLM's own default" if section == "server" else "unset"))
+        note = (f"{dotted} removed from {where}; now {now}" if held
+                else f"{dotted} is not in {where}: nothing removed; it stays {now}")
+    else:
+        note = f"{dotted} = {MASK if secret else toml_text(edit.value)}, saved to {where}"
     forced = (set_keys(settings).get((section, key))
               or ((section, key) in profile_keys(settings) and f"profile {settings.profile}"))
+    changed = held or not edit.unset
     if forced:
         kept = MASK if secret else (toml_text(getattr(new, section).get(key)) or "(unset)")
         note += f"; this run keeps {kept} ({forced})"
-    else:
+    elif changed:
         note += f"; used {effect(section, key)}"
     return Saved(path, dotted, "" if edit.unset else (MASK if secret else toml_text(edit.value)), new,
-                 needs_restart(section, key) and not forced, note)
+                 changed and needs_restart(section, key) and not forced, note)
+
+
+def _in_file(path: Path, section: str, key: str) -> bool:
+    """Whether the file sets section.key (a removal of a key it does not set writes nothing)."""
+    import tomllib  # only for a removal
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    table = data.get(section)
+    return isinstance(table, dict) and key in table
 
 
 def offer_restart(saved: Saved, server_state: str | None) -> bool:

@@ -174,7 +174,24 @@ def test_empty_text_removes_the_key_from_the_file(cfg):
     assert "max_model_len = " not in text.split("[profiles.")[0]  # the profiles keep theirs
     assert "# Longest prompt + reply in tokens." in text
     assert saved.settings.server["max_model_len"] is None and saved.text == ""
-    assert "removed (default applies)" in saved.note
+    assert f"server.max_model_len removed from {cfg}; now unset: vLLM's own default" in saved.note
+
+
+def test_removing_a_key_the_demo_file_does_not_hold_says_nothing_was_removed(cfg, fake_demo_model):
+    # the demo's first removal said "removed (default applies), saved to" a file it never wrote,
+    # while the demo's own 0.2 went on applying
+    settings = load(config=str(cfg), demo=True)
+    saved = sr.apply_edit(settings, "server", "gpu_memory_utilization", "")
+    demo_file = sr.demo_model.settings_path()
+    assert not demo_file.exists()
+    assert saved.note == (f"server.gpu_memory_utilization is not in {demo_file} (the demo settings file): "
+                          "nothing removed; it stays 0.2")
+    assert not saved.restart, "nothing changed: no restart to offer"
+    saved = sr.apply_edit(saved.settings, "server", "gpu_memory_utilization", "0.3")
+    saved = sr.apply_edit(saved.settings, "server", "gpu_memory_utilization", "")
+    assert saved.note.startswith(f"server.gpu_memory_utilization removed from {demo_file} (the demo settings "
+                                 "file); now 0.2; used on the next server start"), saved.note
+    assert saved.restart and saved.settings.server["gpu_memory_utilization"] == 0.2
 
 
 def test_a_new_key_and_an_env_table_keep_the_comments(cfg):
