@@ -178,8 +178,8 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     ttft, itl, lat = rep["ttft_ms"], rep["itl_ms"], rep["latency_s"]
     tpot = rep.get("tpot_ms") or {}
     out += [f"measured: {rep['completed']}/{rep['requests']} completed in {rep['wall_s']:.1f} s: "
-            f"{_fmt(rep['requests_per_s'], '.2f')} req/s, {_fmt(rep['output_tokens_per_s'], '.1f')} output tok/s "
-            f"({rep['output_tokens']} tokens)",
+            f"{_fmt(rep['requests_per_s'], '.2f')} req/s, {_fmt(rep['output_tokens_per_s'], ',.1f')} output tok/s "
+            f"({rep['output_tokens']:,} tokens)",
             f"  TTFT ms       mean {_fmt(ttft.get('mean'))}  p50 {_fmt(ttft['p50'])}  p90 {_fmt(ttft['p90'])}  "
             f"p99 {_fmt(ttft['p99'])}  max {_fmt(ttft['max'])}",
             f"  ITL ms        mean {_fmt(itl.get('pooled_mean'), '.1f')}  p50 {_fmt(itl['p50'], '.1f')}  "

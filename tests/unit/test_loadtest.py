@@ -311,3 +311,15 @@ async def test_every_failed_request_has_a_fix(qhome, repo_config):
     rep = await run_bench(s, BenchConfig(requests=6, concurrency=2, max_tokens=4, prompt_tokens=30, warmup=False),
                           transport=httpx.MockTransport(FakeServer()))
     assert rep["failed"] == 2 and all("(fix: " in e for e in rep["errors"])
+
+
+def test_the_summary_writes_big_counts_with_thousands_separators():
+    # the `b` dialog said "1278.2 output tok/s (4096 tokens)" beside "6,652,160 tokens" a line above
+    results = [ok(i, ttft=0.1, latency=1.0, tokens=1024, gaps=(0.001,), tps=1024.0) for i in range(4)]
+    rep = aggregate(results, wall_s=2.0)
+    rep.update(requests=4, concurrency=4, max_tokens=1024, predicted={},
+               server={"base_url": "http://127.0.0.1:8011", "model": "m"})
+    from backend.bench.summary import summary_lines
+
+    [measured] = [line for line in summary_lines(rep) if line.startswith("measured:")]
+    assert "2,048.0 output tok/s (4,096 tokens)" in measured, measured
