@@ -82,8 +82,24 @@ def chart_lines(win: Any, width: int, title: str, app: Any = None) -> list[Text 
     """The whole view as lines of at most `width` cells (pure: tested without a screen)."""
     from backend import history  # the screen's first use: not before the console's first frame
 
-    n = max(8, width - LABEL_W - VALUE_W - 1)
-    binned = history.bins(win, n)
+    # the value column as wide as its widest "max …" (at least VALUE_W): cut to a fixed width,
+    # "max 4,870 ms" lost its unit at 80 columns. Its width comes from a first binning; the
+    # sparklines then take what is left
+    value_w = VALUE_W
+    for _ in range(2):
+        n = max(8, width - LABEL_W - value_w - 1)
+        binned = history.bins(win, n)
+        rows = []
+        for label, key, scale, vfmt in SERIES:
+            vals = [None if not b["samples"] else math.nan if b[key] is None else float(b[key]) * scale
+                    for b in binned]
+            top = max((v for v in vals if v is not None and not math.isnan(v)), default=None)
+            rows.append((label, key, vals, top, "max " + ("-" if top is None else vfmt.format(top))))
+        need = max(len(r[4]) for r in rows) + 1
+        if need <= value_w:
+            break
+        value_w = need
+    value_w = max(value_w, need)
     span = win.end - win.start
     fmt = "%H:%M" if span <= 86400 else "%m-%d"
     left, mid = time.strftime(fmt, time.localtime(win.start)), time.strftime(fmt, time.localtime(win.start + span / 2))
@@ -91,13 +107,10 @@ def chart_lines(win: Any, width: int, title: str, app: Any = None) -> list[Text 
     lines: list[Text | str] = [Text(f"{title}: {len(win.samples)} samples, {len(win.events)} events", "bold")]
     lines.append(" " * LABEL_W + axis[:n])
     lines.append(Text("events".ljust(LABEL_W)) + Text(event_row(win.events, win.start, win.end, n), "bold"))
-    for label, key, scale, vfmt in SERIES:
-        vals = [None if not b["samples"] else math.nan if b[key] is None else float(b[key]) * scale for b in binned]
-        top = max((v for v in vals if v is not None and not math.isnan(v)), default=None)
-        shown = "-" if top is None else vfmt.format(top)
+    for label, key, vals, top, shown in rows:
         line = Text(label.ljust(LABEL_W)) + Text(spark(vals, 100.0 if key == "kv_cache_usage_max" else None),
                                                  style(app, "error") if key == "http_errors" and top else "bold")
-        lines.append(line + Text(" " + ("max " + shown)[: VALUE_W - 1].rjust(VALUE_W - 1), "dim"))
+        lines.append(line + Text(" " + shown.rjust(value_w - 1), "dim"))
     tot = history.summarize(win.samples)
     http = " ".join(f"{k}:{v}" for k, v in tot["http_requests"].items()) or "none"
     lines.append(Text(f"{tot['requests_finished']:.0f} finished  HTTP {http}"[:width], "dim"))
