@@ -105,7 +105,10 @@ def diff_text(diff: Any) -> str:
     """{"server.max_model_len": [8192, 16384]} -> "max_model_len 8192 → 16384"."""
     if not isinstance(diff, dict):
         return ""
-    return ", ".join(f"{str(k).split('.', 1)[-1]} {v[0]} → {v[1]}" for k, v in diff.items()
+    def shown(v: Any) -> str:
+        return "(unset)" if v is None else str(v)  # a key not in the file, not Python's None
+
+    return ", ".join(f"{str(k).split('.', 1)[-1]} {shown(v[0])} → {shown(v[1])}" for k, v in diff.items()
                      if isinstance(v, (list, tuple)) and len(v) == 2)
 
 

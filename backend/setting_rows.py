@@ -313,8 +313,10 @@ def save_edit(path: Path, edit: Edit) -> None:
     except (OSError, tomllib.TOMLDecodeError, AttributeError):
         was = None
     _write_edit(path, edit)
-    record_event("settings", f"saved in {path}",
-                 diff={f"{edit.section}.{edit.key}": [was, None if edit.unset else edit.value]})
+    now = None if edit.unset else edit.value
+    if was is None and now is None:
+        return  # a key the file did not hold, removed: nothing changed, nothing to journal
+    record_event("settings", f"saved in {path}", diff={f"{edit.section}.{edit.key}": [was, now]})
 
 
 def _write_edit(path: Path, edit: Edit) -> None:

@@ -60,6 +60,18 @@ def test_a_saved_setting_is_journalled_with_its_diff(qhome, tmp_path):
     assert e["action"] == "settings" and e["diff"] == {"server.max_model_len": [8192, 16384]}
 
 
+def test_a_key_set_or_removed_says_unset_and_removing_a_missing_key_journals_nothing(qhome, tmp_path):
+    # the journal (j) read "gpu_memory_utilization None → None" for a removal that changed nothing
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[server]\n")
+    save_edit(cfg, Edit("server", "gpu_memory_utilization", None, True))
+    assert events.read_events() == []
+    save_edit(cfg, Edit("server", "gpu_memory_utilization", 0.3, False))
+    save_edit(cfg, Edit("server", "gpu_memory_utilization", None, True))
+    assert [events.diff_text(e["diff"]) for e in events.read_events()] == [
+        "gpu_memory_utilization (unset) → 0.3", "gpu_memory_utilization 0.3 → (unset)"]
+
+
 async def test_the_supervisor_journals_the_launch_and_the_stop(qhome):
     settings = load(None, overrides=["console.stop_timeout=5", "server.port=1"])
     launch = Launch([sys.executable, "-c", STAND_IN], {}, VllmInstall(None, None, sys.executable), [])
