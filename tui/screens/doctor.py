@@ -21,11 +21,15 @@ RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
 P2P_STATUS = {"healthy": "ok", "skip": "skip", "hang": "fail", "wrong data": "fail", "error": "fail"}
 
 
-def column_widths(screen_width: int) -> tuple[int, int, int, int]:
+def column_widths(screen_width: int, with_fix: bool = True) -> tuple[int, int, int, int]:
     """Status, check, found, fix: what fits in the dialog (95 % of the screen, its frame, a cell
-    padding of 1 on each side and the scrollbar); found and fix wrap, so nothing is cut."""
+    padding of 1 on each side and the scrollbar); found and fix wrap, so nothing is cut. With no
+    fix to show, found takes the fix's width too (at 80 columns a path wrapped over three lines
+    beside an empty fix column)."""
     avail = int(screen_width * 0.95) - 6 - 8 - 2
     rest = max(avail - 4 - 14, 30)
+    if not with_fix:
+        return 4, 14, rest + 2, 0  # + the fix column's padding
     found = rest * 11 // 20
     return 4, 14, found, rest - found
 
@@ -44,10 +48,21 @@ class DoctorScreen(Dialog[None]):
         yield DataTable(id="checks", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for label, width in zip(("", "check", "found", "fix"), column_widths(self.app.size.width), strict=False):
-            table.add_column(label, width=width)
+        # key -> (status, check, found, fix): the table is drawn from these, so a fix that comes
+        # later (the all-reduce check's) brings its column back
+        self.rows: dict[str, tuple[Text, str, Text, Text]] = {}
+        self._draw()
         self.run_doctor()
+
+    def _draw(self) -> None:
+        table = self.query_one(DataTable)
+        with_fix = any(row[3].plain for row in self.rows.values())
+        table.clear(columns=True)
+        widths = column_widths(self.app.size.width, with_fix)
+        for label, width in zip(("", "check", "found", "fix"), widths[:4 if with_fix else 3], strict=False):
+            table.add_column(label, width=width)
+        for key, row in self.rows.items():
+            table.add_row(*(row if with_fix else row[:3]), key=key, height=None)
 
     @work(group="doctor", exclusive=True, exit_on_error=False)
     async def run_doctor(self) -> None:
@@ -62,8 +77,8 @@ class DoctorScreen(Dialog[None]):
 
     @on(DoctorReady)
     def show(self, message: DoctorReady) -> None:
-        table = self.query_one(DataTable)
-        table.clear()
+        self.rows.clear()
+        self._draw()
         summary = self.query_one("#summary", Label)
         if message.error:
             summary.update(Text(f"the checks could not run: {message.error}", style(self.app, "error")))
@@ -76,9 +91,9 @@ class DoctorScreen(Dialog[None]):
         self.query_one("#keys", Label).update("r: run again   " + ("g: get the model (pull)   " if offer else "")
                                               + "p: all-reduce check   esc: close")
         for c in sorted(message.checks, key=lambda c: RANK.get(c.status, 9)):
-            table.add_row(Text(c.status.upper(), style(self.app, *STYLE.get(c.status, ("", "")))), c.name,
-                          Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"),
-                          key=c.name, height=None)
+            self.rows[c.name] = (Text(c.status.upper(), style(self.app, *STYLE.get(c.status, ("", "")))), c.name,
+                                 Text(c.message, overflow="fold"), Text(c.fix or "", "italic", overflow="fold"))
+        self._draw()
 
     @work(group="p2p", exclusive=True, exit_on_error=False)
     async def run_p2p(self) -> None:
@@ -105,17 +120,15 @@ class DoctorScreen(Dialog[None]):
             return
         label.update(Text(f"all-reduce check: {rep['message']}",
                           style(self.app, "error", "bold") if not rep["ok"] else "bold"))
-        table = self.query_one(DataTable)
         for m in rep["modes"]:
             key = f"p2p/{m['mode']}"
-            if key in table.rows:
-                table.remove_row(key)
+            self.rows.pop(key, None)  # a rerun's row goes to the end, as it is the newest
             status = P2P_STATUS.get(m["result"], "warn")
             fix = (rep.get("fix") or "") if m["mode"] == "as-configured" else ""
-            table.add_row(Text(m["result"].upper(), style(self.app, *STYLE.get(status, ("", "")))), key,
-                          Text(f"{m['label']}: {m['detail']}", overflow="fold"),
-                          Text(fix, "italic", overflow="fold"),
-                          key=key, height=None)
+            self.rows[key] = (Text(m["result"].upper(), style(self.app, *STYLE.get(status, ("", "")))), key,
+                              Text(f"{m['label']}: {m['detail']}", overflow="fold"),
+                              Text(fix, "italic", overflow="fold"))
+        self._draw()
 
     def action_pull(self) -> None:
         """The model check says the repo id is not downloaded: the pull screen, for that repo id."""
