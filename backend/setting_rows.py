@@ -261,7 +261,7 @@ def overrides_text(settings: Settings) -> list[str]:
     if demo:
         other = sorted(f"{s}.{k}" for s, k in demo if s != "server")
         lines.append("--demo replaces all of [server]" + (f" and {', '.join(other)}" if other else "")
-                     + "; saves go to the demo settings file, read over them by --demo runs only")
+                     + "; saves go to the demo settings file, which only --demo runs read")
     if getattr(settings, "profile", None):
         keys = sorted(k for _, k in profile_keys(settings))
         lines.append(f"profile {settings.profile} sets {', '.join(keys) or 'nothing'} for this run (p picks "

@@ -144,9 +144,7 @@ class SettingsScreen(Dialog[str | None]):
         head = Text()
         head.append("saves to ", "dim")
         head.append(str(path), "bold")
-        if settings.demo:
-            head.append(" (the demo settings file: only --demo runs read it)", "dim")
-        if not path.exists():
+        if not path.exists():  # in --demo, the overrides line below says whose file it is
             head.append(" (created on the first save)", "dim")
         for line in overrides_text(settings):
             head.append(f"\n{line}", style(self.app, "secondary"))
