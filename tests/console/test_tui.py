@@ -199,6 +199,33 @@ async def test_question_mark_toggles_the_keys_panel(qhome):
         assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 0)
 
 
+async def test_at_80x24_the_keys_panel_shows_the_consoles_keys_not_eight_scroll_rows(qhome):
+    # the log has focus; its Scroll Up/Down/Home/End/Page rows came first and pushed s, x, r, q … down
+    from textual.widgets import HelpPanel
+
+    from tests.console.test_console_layout import region_text
+    from tui.widgets.log_pane import LogPane
+
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.screen.query_one(LogPane).focus()  # as after the chat's esc esc
+        assert await wait_until(pilot, lambda: isinstance(app.focused, LogPane))
+        await pilot.press("question_mark")
+        assert await wait_until(pilot, lambda: len(app.screen.query(HelpPanel)) == 1)
+        await pilot.pause(0.1)
+        shown = "\n".join(region_text(app, app.screen.query_one(HelpPanel)))
+        for word in ("Start", "Stop", "Restart", "Quit", "Settings"):
+            assert word in shown, shown
+        assert "Scroll Up" not in shown and "Page Down" not in shown and "Scroll Right" in shown, shown
+        await pilot.press("question_mark")
+        log = app.screen.query_one(LogPane)
+        log.write_lines([f"line {i}" for i in range(200)])
+        log.scroll_home(animate=False)
+        await pilot.pause()
+        await pilot.press("down")
+        assert await wait_until(pilot, lambda: log.scroll_y == 1), "down still scrolls the log"
+
+
 async def test_the_last_attempts_failure_stays_on_screen_while_the_next_one_starts(qhome):
     """Issue 9: between two attempts the FAILED state lasts a moment; the banner keeps saying why
     the last one failed while the supervisor tries again, then clears when the server is READY."""

@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import replace
+from typing import Any, ClassVar
 
 from rich.highlighter import Highlighter
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.containers import ScrollableContainer
 from textual.markup import escape
 from textual.widgets import Log
 
@@ -106,6 +109,12 @@ class LogPane(Log):
     DEFAULT_CSS = """
     LogPane { height: 1fr; }
     """
+    # the scroll keys work as in any Textual view but stay out of `?`'s list, which puts the focused
+    # widget's keys first: at 80x24 eight "Scroll …" rows pushed the console's own keys off the
+    # screen. ← and → stay listed: the pane's border says "→ more to the right"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        b if b.key in ("left", "right") else replace(b, system=True)
+        for b in ScrollableContainer.BINDINGS if isinstance(b, Binding)]
     highlighter: VllmHighlighter  # Log's, narrowed: its styles and prefix width are set here
 
     def __init__(self, max_lines: int = 20000, **kwargs: Any) -> None:
