@@ -358,7 +358,8 @@ def apply_edit(settings: Settings, section: str, key: str, text: str) -> Saved:
     if edit.unset:
         # what applies now, from the reloaded settings: in the demo that is the demo's own value,
         # not "the default" (a removal there once said so, and saved nothing)
-        now = MASK if secret else (toml_text(getattr(new, section).get(key)) or ("unset: vLLM's own default" if section == "server" else "unset"))
+        unset = "unset: vLLM's own default" if section == "server" else "unset"
+        now = MASK if secret else (toml_text(getattr(new, section).get(key)) or unset)
         note = (f"{dotted} removed from {where}; now {now}" if held
                 else f"{dotted} is not in {where}: nothing removed; it stays {now}")
     else:
