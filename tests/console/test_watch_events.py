@@ -61,3 +61,16 @@ async def test_the_events_view_and_the_status_bars_last_event(qhome):
         assert any(" restart " in line and "max_model_len 8192 → 16384" in line for line in shown), shown
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def test_the_status_bar_says_a_stops_outcome_once(qhome):
+    # "— stopped in 0.6 s  · stopped by root 1 min ago: stopped in 0.6 s" at 80 columns
+    from tui.widgets.status_bar import event_text
+
+    events.record_event("stop", "stopped in 0.6 s")
+    app, _ = app_with([Poll(state={"state": "stopped", "detail": "stopped in 0.6 s"})], qhome)
+    async with app.run_test(size=(80, 24)) as pilot:
+        bar = app.screen.query_one(StatusBar)
+        assert await wait_until(pilot, lambda: "stopped by" in bar.last_text), bar.last_text
+        assert bar.last_text.count("stopped in 0.6 s") == 1, bar.last_text
+    assert event_text("restarted by bo 2 min ago: ready", "stopped in 0.6 s") == "restarted by bo 2 min ago: ready"
