@@ -82,7 +82,7 @@ def test_a_wide_maximum_keeps_its_unit_at_80_columns(qhome):
     now = time.time()
     store = recorder.Store(recorder.db_path(statefile.state_path().parent), 86400, 10**5)
     for i in range(60):
-        store.add_sample({"t": now - 600 + i * 5, "state": "ready", "running": 8.0, "waiting": 24.0, "kv": 0.0,
+        store.add_sample({"t": now - 600 + i * 5, "state": "ready", "running": 8.0, "waiting": 24.0, "kv": 0.0004,
                           "gen_tps": 834.0, "prompt_tps": 0.0, "preempt": 0.0, "finished": 2.0,
                           "http": json.dumps({"2xx": 2}), "ttft": json.dumps({"5.0": 2}),
                           "queue": json.dumps({"5.0": 2}), "gpu_mem": None, "gpu_power": None})
@@ -91,5 +91,6 @@ def test_a_wide_maximum_keeps_its_unit_at_80_columns(qhome):
     lines = [str(x) for x in chart_lines(win, 76, "last hour")]
     p99 = next(x for x in lines if x.startswith("TTFT p99"))
     assert p99.endswith(" ms") and "max " in p99, p99
+    assert next(x for x in lines if x.startswith("KV cache")).endswith("max <1 %"), "a sliver is not 0 %"
     assert all(len(x) <= 76 for x in lines), lines
     assert len({len(x) for x in lines if x.startswith(tuple(label for label, *_ in SERIES))}) == 1, "columns align"

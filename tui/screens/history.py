@@ -94,7 +94,10 @@ def chart_lines(win: Any, width: int, title: str, app: Any = None) -> list[Text 
             vals = [None if not b["samples"] else math.nan if b[key] is None else float(b[key]) * scale
                     for b in binned]
             top = max((v for v in vals if v is not None and not math.isnan(v)), default=None)
-            rows.append((label, key, vals, top, "max " + ("-" if top is None else vfmt.format(top))))
+            shown = "-" if top is None else vfmt.format(top)
+            if key == "kv_cache_usage_max" and top is not None and 0 < top < 0.5:
+                shown = "<1 %"  # a sliver in use, as the sweep says it: not "0 %"
+            rows.append((label, key, vals, top, "max " + shown))
         need = max(len(r[4]) for r in rows) + 1
         if need <= value_w:
             break
