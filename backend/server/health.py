@@ -115,12 +115,18 @@ async def watch(sup: Supervisor) -> None:
                 sup._health_fail_since = sup._health_fail_since or now
                 if now - sup._health_fail_since > grace:
                     sup.failure = {"kind": "engine_dead", "message": f"/health failing for {grace:.0f} s",
-                                   "fix": "see the log; the server is restarted if console.restart allows"}
+                                   "fix": HEALTH_FIX}
                     sup._launch_failed.set()
                     return
             # while starting, a refused connection on loopback costs microseconds: poll often,
             # so READY follows /health's first 200 closely (benchmarks/bench_ready_latency.py)
             await asyncio.sleep(STARTING_POLL_S if sup.state == "starting" else interval)
+
+
+# a READY server whose /health stops answering 200: a dead engine says why in the log, a hung or
+# stopped process says nothing there (a SIGSTOPped API server was "see the log" with nothing to see)
+HEALTH_FIX = ("a dead engine says why in the log's last lines; a hung or stopped (SIGSTOP) process says nothing "
+              "there; the server is restarted if console.restart allows")
 
 
 def foreign_listener(sup: Supervisor) -> str | None:

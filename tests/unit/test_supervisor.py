@@ -121,6 +121,7 @@ async def test_health_failing_past_the_grace_period_fails_a_ready_server(qhome) 
     assert states[:2] == ["starting", "ready"] and sup.state == "failed"
     assert sup.status()["failure"]["kind"] == "engine_dead"
     assert "/health failing" in sup.status()["failure"]["message"]
+    assert "hung or stopped" in sup.status()["failure"]["fix"]
     assert time.monotonic() - t0 < 10  # 0.5 s grace, not a hang
     assert "stopped in" in sup.stop_report  # the still-running process was stopped
 
