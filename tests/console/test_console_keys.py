@@ -218,3 +218,28 @@ async def test_notifications_show_brackets_as_text(qhome):
         drawn = [Text(n.message).plain if not n.markup else Text.from_markup(n.message).plain for n in shown]
         assert any("no [cluster] in the config file" in d for d in drawn), drawn
         assert any("[b]not bold[/b]" in d for d in drawn), drawn
+
+
+async def test_the_chats_first_open_has_no_toast_over_its_help(qhome):
+    # at 80x24 the "every key is text now" toast sat over the chat's help, which says the same
+    from textual.widgets import Static
+
+    from tui.widgets.chat_pane import ChatPane
+
+    app, _ = app_with([Poll(state=READY, parsed=PARSED)], qhome)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+        await pilot.press("c")
+        pane = app.screen.query_one(ChatPane)
+        assert await wait_until(pilot, lambda: pane.query_one("#chat-input", Input).has_focus)
+        await pilot.pause(0.1)
+        assert pane.help_in_view()
+        assert not [n for n in app._notifications if "every key is text" in n.message]
+        log = pane.query_one("#chat-log")
+        await log.mount(*[Static(f"reply {i}") for i in range(60)])
+        await pilot.pause()
+        log.scroll_end(animate=False)
+        assert await wait_until(pilot, lambda: not pane.help_in_view())
+        await pilot.press("escape", "escape")
+        await pilot.press("c")  # the help scrolled away: the toast says it
+        assert await wait_until(pilot, lambda: any("every key is text" in n.message for n in app._notifications))

@@ -313,7 +313,8 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             await pane.build()  # its widgets: the first time it is shown (start-up)
             tabs.active = "tab-chat"
             pane.focus_input()
-            self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
+            if not pane.help_in_view():  # else the help says it, and a toast at the top right covered it
+                self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
 
     def _show_ledger(self) -> None:
         from backend.ledger import compare  # start-up: loaded on first use, not before the console's first frame

@@ -197,6 +197,10 @@ class ChatPane(QwenNode, Vertical):
     def focus_input(self) -> None:
         self.query_one("#chat-input", Input).focus()
 
+    def help_in_view(self) -> bool:
+        """Whether the transcript's top, where HELP says every key is text, is on screen."""
+        return self.query_one("#chat-log").scroll_y == 0
+
     # -- sending ---------------------------------------------------------------------------------
     @on(Input.Submitted, "#chat-input")
     async def submitted(self, event: Input.Submitted) -> None:
