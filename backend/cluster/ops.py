@@ -127,6 +127,10 @@ def router_view(cluster: Cluster) -> tuple[RouterView, dict[str, dict[str, Any]]
         view.reachable = True
         view.ready, view.healthy_workers, view.total_workers = r["ready"], r["healthy_workers"], r["total_workers"]
         workers = c.workers()
+        if workers:  # the count from the same answer as the rows' health: /readiness, asked a moment
+            # before, said "2/2 workers healthy" beside a row the router had just marked UNHEALTHY
+            view.healthy_workers = sum(1 for w in workers.values() if w.get("is_healthy"))
+            view.total_workers = len(workers)
         breakers = c.breakers(cluster.router_metrics_url)
         for url, w in workers.items():
             w["cb_state"] = breakers.get(url)

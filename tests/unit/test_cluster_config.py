@@ -177,3 +177,28 @@ def test_a_status_with_the_last_one_reads_only_http(qhome, monkeypatch):
         stub.stop()
         gone = ops.status(c, first)
         assert gone.boxes[0].healthy is False and gone.boxes[0].state == "ready"  # said at the next full look
+
+
+def test_the_routers_count_comes_from_the_same_answer_as_the_rows(monkeypatch):
+    # e2e: /readiness said 2/2 a moment before /workers marked box2 unhealthy; the view showed both
+    class Between:
+        def __init__(self, url, timeout=3.0):
+            pass
+
+        def readiness(self):
+            return {"ready": True, "healthy_workers": 2, "total_workers": 2}
+
+        def workers(self):
+            return {"http://127.0.0.1:8000": {"is_healthy": True}, "http://127.0.0.1:8001": {"is_healthy": False}}
+
+        def breakers(self, metrics_url):
+            return {}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(rt, "RouterClient", Between)
+    monkeypatch.setattr(rt, "status", lambda: {"state": "ready"})
+    view, workers = ops.router_view(_cluster(TWO))
+    assert (view.healthy_workers, view.total_workers) == (1, 2)
+    assert workers is not None and not workers["http://127.0.0.1:8001"]["is_healthy"]
