@@ -143,14 +143,12 @@ class QwenApp(ConsoleApp):  # the screens know it as ConsoleApp (tui/console_app
                 yield SystemCommand(title, help_text, lambda a=action: self._chat_action(a))
 
     async def _chat_action(self, action: str) -> None:
-        from textual.widgets import TabbedContent  # start-up: loaded on first use, not with the console
-
         from tui.widgets.chat_pane import ChatPane  # start-up: loaded on first use, not with the console
 
         screen = self.main_screen
         if screen is None:
             return
-        if screen.query_one(TabbedContent).active != "tab-chat":
+        if screen.view != "chat":
             await screen.action_chat()
         await screen.query_one(ChatPane).run_action(action)
 

@@ -3,7 +3,7 @@ The streaming path runs against real vLLM in test_e2e.py."""
 
 from __future__ import annotations
 
-from textual.widgets import Input, Static, TabbedContent
+from textual.widgets import Input, Static
 
 from backend.server.client import Poll
 from tests.helpers.console import app_with, closed_port, wait_until
@@ -14,7 +14,7 @@ async def test_c_opens_the_chat_and_a_dead_server_is_explained(qhome):
     app, _ = app_with([Poll(state={"state": "stopped"})], qhome, f"server.port={closed_port()}")
     async with app.run_test(size=(150, 45)) as pilot:
         await pilot.press("c")
-        assert app.screen.query_one(TabbedContent).active == "tab-chat"
+        assert app.screen.view == "chat"
         box = app.screen.query_one("#chat-input", Input)
         assert box.has_focus
         await pilot.press(*"hello", "enter")
@@ -25,9 +25,9 @@ async def test_c_opens_the_chat_and_a_dead_server_is_explained(qhome):
         assert pane.conversation.turns == [] and not pane.streaming
         assert app.screen.measured_tps is None
         await pilot.press("escape")  # stays in the chat: the input keeps the keys
-        assert box.has_focus and app.screen.query_one(TabbedContent).active == "tab-chat"
+        assert box.has_focus and app.screen.view == "chat"
         await pilot.press("escape")  # a second esc goes back to the log
-        assert app.screen.query_one(TabbedContent).active == "tab-log"
+        assert app.screen.view == "log"
 
 
 async def test_a_running_server_is_asked_at_its_own_address_not_the_edited_one(qhome):
@@ -66,10 +66,28 @@ async def test_the_chat_is_built_when_first_shown_and_takes_keys_at_once(qhome):
     async with app.run_test(size=(150, 45)) as pilot:
         pane = app.screen.query_one(ChatPane)
         assert not pane.built and not pane.children and not app.screen.query("#chat-input")
-        await pilot.click("#--content-tab-tab-chat")
+        await pilot.click("#views", offset=(1 + len(" Log ") + 2 + 1, 0))  # padding, " Log ", the gap: "C"
         await pilot.press("s")
-        assert pane.built and app.screen.query_one(TabbedContent).active == "tab-chat"
+        assert pane.built and app.screen.view == "chat"
         box = app.screen.query_one("#chat-input", Input)
         assert box.value == "s" and box.has_focus
         await pilot.pause(0.1)
     assert client.actions == []
+
+
+async def test_a_click_between_the_views_names_changes_nothing_and_one_on_log_goes_back(qhome):
+    """The bar above the log: a click on "Chat" shows the chat, one on "Log" the log again; the
+    gap between the two names is neither."""
+    app, _client = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.click("#views", offset=(1 + len(" Log ") + 1, 0))  # in the gap
+        await pilot.pause()
+        assert app.screen.view == "log" and app.screen.query_one("#log").display
+        await pilot.click("#views", offset=(1 + len(" Log ") + 2 + 2, 0))
+        await pilot.pause()
+        assert app.screen.view == "chat" and app.screen.query_one("#chat").display
+        assert not app.screen.query_one("#log").display and app.screen.query_one("#chat-input").has_focus
+        await pilot.click("#views", offset=(2, 0))
+        await pilot.pause()
+        assert app.screen.view == "log" and app.screen.query_one("#log").display
+        assert not app.screen.query_one("#chat").display

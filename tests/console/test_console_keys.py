@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Input
 
 from backend.server.client import Poll
 from tests.helpers.console import PARSED, READY, app_with, wait_until
@@ -23,7 +23,7 @@ async def test_a_sentence_in_the_chat_after_esc_is_text_and_fires_nothing(qhome)
         box = app.screen.query_one("#chat-input", Input)
         assert box.has_focus
         await pilot.press("escape")  # the first esc keeps the user in the chat
-        assert box.has_focus and app.screen.query_one(TabbedContent).active == "tab-chat"
+        assert box.has_focus and app.screen.view == "chat"
         await pilot.press(*SENTENCE)
         assert box.value == SENTENCE
         assert isinstance(app.screen, MainScreen) and client.actions == []
@@ -33,7 +33,7 @@ async def test_a_sentence_in_the_chat_after_esc_is_text_and_fires_nothing(qhome)
         assert box.value == SENTENCE + "sxrqedb" and box.has_focus
         assert isinstance(app.screen, MainScreen) and client.actions == []
         await pilot.press("escape", "escape")  # esc esc: back to the log, where keys are commands
-        assert app.screen.query_one(TabbedContent).active == "tab-log"
+        assert app.screen.view == "log"
 
 
 @pytest.mark.parametrize("key, action", [("x", "stop"), ("r", "restart")])

@@ -244,8 +244,7 @@ async def test_the_palette_has_the_chat_commands(qhome):
             assert wanted <= set(commands)
             await commands["Chat: saved conversations"]()
             assert await wait_until(pilot, lambda: isinstance(app.screen, ConversationsScreen))
-            from textual.widgets import TabbedContent
-            assert app.main_screen.query_one(TabbedContent).active == "tab-chat"
+            assert app.main_screen.view == "chat"
             await pilot.press("escape")
             await commands["Chat: this chat's settings"]()
             assert await wait_until(pilot, lambda: isinstance(app.screen, ChatSettingsScreen))

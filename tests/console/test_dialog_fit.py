@@ -148,7 +148,7 @@ async def test_esc_or_question_mark_closes_the_keys_panel_and_nothing_else(qhome
 
 
 async def test_in_the_chat_esc_closes_the_keys_panel_not_the_reply_nor_the_chat(qhome):
-    from textual.widgets import HelpPanel, TabbedContent
+    from textual.widgets import HelpPanel
 
     from tests.console.test_conversations_console import _reply_streaming
 
@@ -162,7 +162,7 @@ async def test_in_the_chat_esc_closes_the_keys_panel_not_the_reply_nor_the_chat(
         assert pane.streaming  # the reply goes on
         await pilot.press("f1", "escape")  # once more: still the chat, still streaming
         assert await wait_until(pilot, lambda: not app.screen.query(HelpPanel))
-        assert pane.streaming and app.screen.query_one(TabbedContent).active == "tab-chat"
+        assert pane.streaming and app.screen.view == "chat"
         await pilot.press("escape")  # with no panel open, esc is the chat's again: it stops the reply
         assert await wait_until(pilot, lambda: not pane.streaming)
 

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static
 
 from backend.server.status import FAILING, SERVING, SUPERVISED, ServerState, ServerStatus
 from tui.lazy import load
@@ -40,6 +40,7 @@ from tui.widgets.log_pane import LogPane
 from tui.widgets.metrics_panel import MetricsPanel
 from tui.widgets.side_panels import SidePanels
 from tui.widgets.status_bar import StatusBar
+from tui.widgets.view_tabs import ViewTabs
 
 if TYPE_CHECKING:
     from backend.gpu import GpuSample
@@ -99,13 +100,12 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         yield FailureBanner(id="failure")
         yield FigureStrip(id="strip")
         with Horizontal(id="body"):
-            with TabbedContent(id="tabs", initial="tab-log"):
-                with TabPane("Log", id="tab-log"):
-                    yield Static(EMPTY_LOG, id="log-hint")
-                    yield LogPane(max_lines=int(self.app.settings.console_cfg.log_max_lines), id="log",
-                                  classes="panel")
-                with TabPane("Chat", id="tab-chat"):
-                    yield ChatPane(id="chat")
+            with Vertical(id="tabs"):  # the log or the chat: the `-chat` class says which (main.tcss)
+                yield ViewTabs(id="views")
+                yield Static(EMPTY_LOG, id="log-hint")
+                yield LogPane(max_lines=int(self.app.settings.console_cfg.log_max_lines), id="log",
+                              classes="panel")
+                yield ChatPane(id="chat")
             with SidePanels(id="side"):
                 yield FiguresPanel(id="figures", classes="panel")
                 yield MetricsPanel(id="metrics", classes="panel")
@@ -202,7 +202,19 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
 
     # -- keys while the chat tab is shown ----------------------------------------------------------
     def _chat_shown(self) -> bool:
-        return self.query_one(TabbedContent).active == "tab-chat"
+        return self.view == "chat"
+
+    @property
+    def view(self) -> str:
+        """What the left column shows: "log" or "chat"."""
+        return self.query_one(ViewTabs).active
+
+    async def show_view(self, view: str) -> None:
+        """Show the log or the chat; the chat's widgets are built the first time it is shown."""
+        if view == "chat":
+            await self.query_one(ChatPane).build()
+        self.query_one(ViewTabs).show(view)
+        self.query_one("#tabs").set_class(view == "chat", "-chat")
 
     async def on_key(self, event: events.Key) -> None:
         """In the chat tab a printable key is text: into the chat input, never a command."""
@@ -216,11 +228,10 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         box.focus()
         box.insert_text_at_cursor(event.character or "")
 
-    @on(TabbedContent.TabActivated, "#tabs")
-    async def tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """The chat's tab clicked: its widgets, if this is its first showing."""
-        if event.pane.id == "tab-chat":
-            await self.query_one(ChatPane).build()
+    async def on_view_tabs_picked(self, message: ViewTabs.Picked) -> None:
+        """A click on the log's or the chat's name: as `c` would (the chat's input takes the focus)."""
+        if message.view != self.view:
+            await self.action_chat()
 
     async def on_chat_pane_escaped(self, message: ChatPane.Escaped) -> None:
         """esc in the chat (not streaming): the first one stays; a second within 2 s goes to the log."""
@@ -304,14 +315,12 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         self.post_message(ActionFinished(action, text, error=not ok))
 
     async def action_chat(self) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tabs.active == "tab-chat":
-            tabs.active = "tab-log"
+        if self.view == "chat":
+            await self.show_view("log")
             self.query_one(LogPane).focus()
         else:
+            await self.show_view("chat")
             pane = self.query_one(ChatPane)
-            await pane.build()  # its widgets: the first time it is shown (start-up)
-            tabs.active = "tab-chat"
             pane.focus_input()
             if not pane.help_in_view():  # else the help says it, and a toast at the top right covered it
                 self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
