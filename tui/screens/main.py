@@ -112,7 +112,6 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
                 yield LedgerPanel(id="ledger", classes="panel")
                 yield Vertical(id="gpus")
                 yield HostPanel(id="host", classes="panel")
-        yield Input(placeholder="search the log (enter: filter, esc: clear)", id="search")
         yield KeysFooter(id="footer")
 
     async def on_mount(self) -> None:
@@ -487,10 +486,17 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             self.query_one(FailureBanner).show(failure)
             self.offer_fix(failure)
 
-    def action_search(self) -> None:
-        box = self.query_one("#search", Input)
+    async def action_search(self) -> None:
+        box = self._search_box()
+        if box is None:  # made on the first `/`: hidden until then, it cost the first frame its styling
+            box = Input(placeholder="search the log (enter: filter, esc: clear)", id="search")
+            await self.mount(box, before=self.query_one(KeysFooter))
         box.display = True
         box.focus()
+
+    def _search_box(self) -> Input | None:
+        found = self.query("#search")
+        return found.first(Input) if found else None
 
     @on(Input.Submitted, "#search")
     def search_submitted(self, event: Input.Submitted) -> None:
@@ -514,8 +520,9 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         if self.has_class("-side-open"):
             self.action_toggle_side()
             return
-        box = self.query_one("#search", Input)
-        box.value, box.display = "", False
+        box = self._search_box()
+        if box is not None:
+            box.value, box.display = "", False
         self.query_one(LogPane).set_view(level="all", search="")
 
     def action_quit_console(self) -> None:
