@@ -173,6 +173,33 @@ async def test_level_filter_and_search(qhome):
         assert len(log.lines) == 4
 
 
+async def test_keys_sent_with_the_slash_at_once_are_the_search_text_not_commands(qhome):
+    """`/vllm` pasted (or typed fast) arrives before the search box has the focus: the keys after
+    the slash were the log's commands (`v` toggled the prefix, `l` the level) and the box stayed
+    empty. Sent here as the terminal sends them: all queued before any is handled."""
+    from textual import events
+    from textual.widgets import Input
+
+    lines = ["(APIServer pid=1) INFO 11-29 08:00:00 [a.py:1] fine",
+             "(APIServer pid=1) INFO 11-29 08:00:03 [a.py:4] vllm KV cache size: 10 tokens"]
+    app, _ = app_with([Poll(state={"state": "ready"}, lines=lines, new_log=True)], qhome)
+    async with app.run_test(size=(140, 40)) as pilot:
+        log = app.screen.query_one(LogPane)
+        assert await wait_until(pilot, lambda: len(log.lines) == 2)
+        compact, level = log.compact, log.level
+        for key, char in [("slash", "/"), ("v", "v"), ("l", "l"), ("l", "l"), ("m", "m")]:
+            app.post_message(events.Key(key, char))
+        assert await wait_until(pilot, lambda: app.screen.query("#search")
+                                and app.screen.query_one("#search", Input).has_focus)
+        box = app.screen.query_one("#search", Input)
+        await pilot.pause()
+        assert box.value == "vllm" and (log.compact, log.level) == (compact, level)
+        await pilot.press("enter")
+        assert list(log.lines) == ["08:00:03 API vllm KV cache size: 10 tokens"]
+        await pilot.press("escape", "v")  # the filters cleared, the letters are commands again
+        assert log.compact != compact
+
+
 async def test_a_filter_that_hides_every_line_says_so(qhome):
     lines = ["(APIServer pid=1) INFO 11-29 08:00:00 [a.py:1] fine",
              "(APIServer pid=1) INFO 11-29 08:00:03 [a.py:4] KV cache size: 10 tokens"]

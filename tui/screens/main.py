@@ -216,16 +216,33 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         self.query_one("#tabs").set_class(view == "chat", "-chat")
 
     async def on_key(self, event: events.Key) -> None:
-        """In the chat tab a printable key is text: into the chat input, never a command."""
-        if not self._chat_shown() or not event.is_printable or isinstance(self.focused, Input):
+        """In the chat tab a printable key is text: into the chat input, never a command. So are the
+        keys typed after `/` before its box has the focus (`/vllm` pasted at once toggled the prefix)."""
+        if not event.is_printable:
             return
-        event.stop()
-        event.prevent_default()
-        pane = self.query_one(ChatPane)
-        await pane.build()  # shown by a click on its tab an instant ago: its input may not be there yet
-        box = pane.query_one("#chat-input", Input)
-        box.focus()
-        box.insert_text_at_cursor(event.character or "")
+        if self._chat_shown():
+            if isinstance(self.focused, Input):
+                return
+            event.stop()
+            event.prevent_default()
+            pane = self.query_one(ChatPane)
+            await pane.build()  # shown by a click on its tab an instant ago: its input may not be there yet
+            box = pane.query_one("#chat-input", Input)
+            box.focus()
+            box.insert_text_at_cursor(event.character or "")
+            return
+        search = self._search_box()
+        # the box takes the keys sent while it has the focus: one here was sent before it had it
+        if self._search_typed is not None or (search is not None and search.display and search.has_focus):
+            event.stop()
+            event.prevent_default()
+            if search is not None and search.display:
+                search.focus()
+                search.insert_text_at_cursor(event.character or "")
+            else:  # `/`'s box is being made: its keys wait for it
+                self._search_typed = (self._search_typed or "") + (event.character or "")
+        elif event.key == "slash" and not isinstance(self.focused, Input) and self.check_action("search", ()):
+            self._search_typed = ""  # from here until its box has the focus, keys are its text
 
     async def on_view_tabs_picked(self, message: ViewTabs.Picked) -> None:
         """A click on the log's or the chat's name: as `c` would (the chat's input takes the focus)."""
@@ -486,6 +503,13 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             self.query_one(FailureBanner).show(failure)
             self.offer_fix(failure)
 
+    # `/` seen, its box not focused yet: the text typed since (a paste, a fast typist), or None
+    _search_typed: str | None = None
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if event.widget.id == "search":
+            self._search_typed = None
+
     async def action_search(self) -> None:
         box = self._search_box()
         if box is None:  # made on the first `/`: hidden until then, it cost the first frame its styling
@@ -493,6 +517,9 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             await self.mount(box, before=self.query_one(KeysFooter))
         box.display = True
         box.focus()
+        if self._search_typed:
+            box.insert_text_at_cursor(self._search_typed)
+        self._search_typed = "" if self._search_typed is not None else None
 
     def _search_box(self) -> Input | None:
         found = self.query("#search")
@@ -521,6 +548,7 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             self.action_toggle_side()
             return
         box = self._search_box()
+        self._search_typed = None
         if box is not None:
             box.value, box.display = "", False
         self.query_one(LogPane).set_view(level="all", search="")
