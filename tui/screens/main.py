@@ -200,9 +200,6 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         return self.app.settings.profile
 
     # -- keys while the chat tab is shown ----------------------------------------------------------
-    def _chat_shown(self) -> bool:
-        return self.view == "chat"
-
     @property
     def view(self) -> str:
         """What the left column shows: "log" or "chat"."""
@@ -220,7 +217,7 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         keys typed after `/` before its box has the focus (`/vllm` pasted at once toggled the prefix)."""
         if not event.is_printable:
             return
-        if self._chat_shown():
+        if self.view == "chat":
             if isinstance(self.focused, Input):
                 return
             event.stop()
