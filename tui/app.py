@@ -18,7 +18,7 @@ from backend.server.status import RUNNING, ServerState
 from backend.settings import Settings
 from tui.console_app import ConsoleApp
 from tui.screens.main import MainScreen
-from tui.themes import register_themes
+from tui.themes import register_themes, use_themed_stylesheet
 from tui.worker_errors import install as report_worker_errors
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class QwenApp(ConsoleApp):  # the screens know it as ConsoleApp (tui/console_app
         self._quitting = False
         self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
         self._theme_problems = register_themes(self, settings.console_cfg.theme)
+        use_themed_stylesheet(self)  # after the theme is set: parsed once, with its variables
         report_worker_errors(self, self.show_worker_failure)  # every worker's, the app's and its screens'
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",

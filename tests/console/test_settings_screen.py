@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.color import Color
 from textual.widgets import OptionList, Static
 
 from tests.helpers.console import READY, wait_until
@@ -153,6 +154,9 @@ async def test_a_theme_saved_applies_now(cfg):
         await edit(pilot, app, '"textual-light"')
         assert await wait_until(pilot, lambda: app.theme == "textual-light")
         assert "used now" in message(app)
+        # its colours too: the stylesheet reparsed with the new theme's variables (tui/themes.py)
+        light = Color.parse(app.get_theme("textual-light").background).hex
+        assert await wait_until(pilot, lambda: app.main_screen.styles.background.hex == light), app.main_screen.styles.background
     assert 'theme = "textual-light"' in cfg.read_text()
 
 
