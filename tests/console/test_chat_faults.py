@@ -35,10 +35,10 @@ async def test_the_console_keeps_the_conversation_through_every_fault(qhome):
         state = {"state": "ready", "base_url": srv.base_url, "served_model_name": "qwen-tui-demo"}
         app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
         async with app.run_test(size=(150, 45)) as pilot:
-            pane = app.screen.query_one(ChatPane)
-            assert await wait_until(pilot, lambda: pane.endpoint is not None)
+            assert await wait_until(pilot, lambda: app.screen.chat_endpoint is not None)
             errors = lambda: [str(w.render()) for w in pane.query(".error").results(Static)]  # noqa: E731
             await pilot.press("c", *"first", "enter")
+            pane = app.screen.query_one(ChatPane)
             assert await wait_until(pilot, lambda: len(pane.conversation.turns) == 2 and not pane.streaming)
             for n, fault in enumerate(["cut", "malformed", 400, 404, 500], 1):
                 await pilot.press(*f"try{n}", "enter")

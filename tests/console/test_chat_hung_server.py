@@ -40,9 +40,9 @@ async def test_a_stopped_server_shows_the_wait_then_a_complete_message(qhome):
         state = {"state": "ready", "base_url": base_url, "served_model_name": "qwen-tui-demo"}
         app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
         async with app.run_test(size=(80, 24)) as pilot:
-            pane = app.screen.query_one(ChatPane)
-            assert await wait_until(pilot, lambda: pane.endpoint is not None)
+            assert await wait_until(pilot, lambda: app.screen.chat_endpoint is not None)
             await pilot.press("c", *"hello", "enter")
+            pane = app.screen.query_one(ChatPane)
             waiting = lambda: [str(w.render()) for w in pane.query(WaitingLine)]  # noqa: E731
             assert await wait_until(pilot, lambda: any("first token… 2 s" in t for t in waiting()), tries=100), \
                 waiting()
@@ -74,11 +74,11 @@ async def test_the_context_line_counts_a_reply_cut_by_esc(qhome):
         state = {"state": "ready", "base_url": srv.base_url, "served_model_name": "qwen-tui-demo"}
         app, _ = app_with([Poll(state=state)], qhome, f"server.port={port}")
         async with app.run_test(size=(80, 24)) as pilot:
-            pane = app.screen.query_one(ChatPane)
-            assert await wait_until(pilot, lambda: pane.endpoint is not None)
+            assert await wait_until(pilot, lambda: app.screen.chat_endpoint is not None)
             line = lambda: str(pane.query_one("#chat-budget").render())  # noqa: E731
             counted = lambda: int(re.search(r"context ≤? ?(\d+) /", line()).group(1))  # noqa: E731
             await pilot.press("c", *"first", "enter")
+            pane = app.screen.query_one(ChatPane)
             assert await wait_until(pilot, lambda: len(pane.conversation.turns) == 2 and not pane.streaming)
             before = counted()
             await pilot.press(*"second", "enter")

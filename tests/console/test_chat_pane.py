@@ -36,10 +36,10 @@ async def test_a_running_server_is_asked_at_its_own_address_not_the_edited_one(q
     state = {"state": "ready", "base_url": f"http://127.0.0.1:{port}", "served_model_name": "running-name"}
     app, _ = app_with([Poll(state=state)], qhome, "server.port=9")
     async with app.run_test(size=(150, 45)) as pilot:
-        pane = app.screen.query_one(ChatPane)
-        assert await wait_until(pilot, lambda: pane.endpoint is not None)
-        assert pane.endpoint == (f"http://127.0.0.1:{port}", "running-name")
+        assert await wait_until(pilot, lambda: app.screen.chat_endpoint is not None)
         await pilot.press("c", *"hi", "enter")
+        pane = app.screen.query_one(ChatPane)
+        assert pane.endpoint == (f"http://127.0.0.1:{port}", "running-name")
         errors = lambda: [str(w.render()) for w in pane.query(".error").results(Static)]  # noqa: E731
         assert await wait_until(pilot, lambda: errors())
         assert f"127.0.0.1:{port}" in errors()[0]  # not :9 from the edited settings
@@ -60,14 +60,14 @@ async def test_metrics_panel_says_why_when_a_ready_server_has_no_metrics(qhome):
 
 
 async def test_the_chat_is_built_when_first_shown_and_takes_keys_at_once(qhome):
-    """Start-up (issue 16): the hidden chat tab has no widgets before it is first shown; shown by
-    a click on its tab, the very next letter is text in its input, not a command (s: start)."""
+    """Start-up (issues 16, 28): the chat pane is not there before it is first shown; shown by a
+    click on its tab, the very next letter is text in its input, not a command (s: start)."""
     app, client = app_with([Poll(state={"state": "stopped"})], qhome)
     async with app.run_test(size=(150, 45)) as pilot:
-        pane = app.screen.query_one(ChatPane)
-        assert not pane.built and not pane.children and not app.screen.query("#chat-input")
+        assert not app.screen.query(ChatPane) and not app.screen.query("#chat-input")
         await pilot.click("#views", offset=(1 + len(" Log ") + 2 + 1, 0))  # padding, " Log ", the gap: "C"
         await pilot.press("s")
+        pane = app.screen.query_one(ChatPane)
         assert pane.built and app.screen.view == "chat"
         box = app.screen.query_one("#chat-input", Input)
         assert box.value == "s" and box.has_focus
@@ -91,3 +91,22 @@ async def test_a_click_between_the_views_names_changes_nothing_and_one_on_log_go
         await pilot.pause()
         assert app.screen.view == "log" and app.screen.query_one("#log").display
         assert not app.screen.query_one("#chat").display
+
+
+async def test_the_ledgers_ceiling_reaches_the_chat_made_after_it_and_follows_it(qhome):
+    """The chat pane is made on first showing (issue 28): the batch-1 ceiling the plan gave before
+    then is its ceiling, and a later plan's replaces it."""
+    from tui.messages import PlanReady
+
+    app, _ = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(150, 45)) as pilot:
+        screen = app.screen
+        assert await wait_until(pilot, lambda: screen.plan is not None or screen.plan_error is not None)
+        screen.post_message(PlanReady({"decode_tokens_per_s_ceiling": 64.0}, None))  # after its own
+        assert await wait_until(pilot, lambda: screen.chat_ceiling == 64.0)
+        assert not screen.query(ChatPane)
+        await pilot.press("c")
+        pane = screen.query_one(ChatPane)
+        assert pane.ceiling == 64.0
+        screen.post_message(PlanReady({"decode_tokens_per_s_ceiling": 50.5}, None))
+        assert await wait_until(pilot, lambda: pane.ceiling == 50.5)

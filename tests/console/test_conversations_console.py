@@ -30,9 +30,9 @@ def _texts(pane, cls):
 
 
 async def _ready(pilot, app):
-    pane = app.screen.query_one(ChatPane)
-    assert await wait_until(pilot, lambda: pane.endpoint is not None)
+    assert await wait_until(pilot, lambda: app.screen.chat_endpoint is not None)
     await pilot.press("c")
+    pane = app.screen.query_one(ChatPane)
     return pane
 
 

@@ -28,7 +28,6 @@ from tui.screens.events import WATCH_BLOCKED
 from tui.screens.fix_actions import FixActions
 from tui.screens.main_dialogs import MainDialogs
 from tui.screens.server_actions import ServerActions
-from tui.widgets.chat_pane import ChatPane
 from tui.widgets.failure_banner import FailureBanner
 from tui.widgets.figure_strip import FigureStrip
 from tui.widgets.figures_panel import FiguresPanel
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from backend.server.client import Poll
     from backend.server.orphans import Holder
     from backend.settings import Settings
+    from tui.widgets.chat_pane import ChatPane
 
 POLL_S = 0.2
 IDLE_POLL_S = 0.5  # a settled server's poll: a new state or log line shows within half a second
@@ -90,6 +90,9 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
     narrow = False
     state: ServerStatus = ServerStatus(ServerState.STOPPED)  # the last poll's, replaced (never mutated) on each poll
     server_profile: str | None = None  # the running server's workload profile (the last poll's)
+    # what the chat pane is given, kept here until it is first shown (it is made then)
+    chat_ceiling: float | None = None
+    chat_endpoint: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
         # the width's class before the children exist: set in on_mount it restyled every widget once
@@ -105,7 +108,7 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
                 yield Static(EMPTY_LOG, id="log-hint")
                 yield LogPane(max_lines=int(self.app.settings.console_cfg.log_max_lines), id="log",
                               classes="panel")
-                yield ChatPane(id="chat")
+                # the chat pane (#chat) is mounted here on its first showing (chat_pane())
             with SidePanels(id="side"):
                 yield FiguresPanel(id="figures", classes="panel")
                 yield MetricsPanel(id="metrics", classes="panel")
@@ -208,9 +211,26 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
     async def show_view(self, view: str) -> None:
         """Show the log or the chat; the chat's widgets are built the first time it is shown."""
         if view == "chat":
-            await self.query_one(ChatPane).build()
+            await (await self.chat_pane()).build()
         self.query_one(ViewTabs).show(view)
         self.query_one("#tabs").set_class(view == "chat", "-chat")
+
+    def shown_chat_pane(self) -> ChatPane | None:
+        """The chat pane, once it has been shown (None before)."""
+        panes = self.query("#chat")
+        return panes.first() if panes else None  # type: ignore[return-value]
+
+    async def chat_pane(self) -> ChatPane:
+        """The chat pane, mounted on first use: its widgets, module and session wait for the chat
+        (it cost ~4 ms of the first frame, hidden)."""
+        pane = self.shown_chat_pane()
+        if pane is None:
+            from tui.widgets.chat_pane import ChatPane  # start-up: loaded with the chat, not the console
+
+            pane = ChatPane(id="chat")
+            pane.ceiling, pane.endpoint = self.chat_ceiling, self.chat_endpoint
+            await self.query_one("#tabs").mount(pane)
+        return pane
 
     async def on_key(self, event: events.Key) -> None:
         """In the chat tab a printable key is text: into the chat input, never a command. So are the
@@ -222,7 +242,7 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
                 return
             event.stop()
             event.prevent_default()
-            pane = self.query_one(ChatPane)
+            pane = await self.chat_pane()
             await pane.build()  # shown by a click on its tab an instant ago: its input may not be there yet
             box = pane.query_one("#chat-input", Input)
             box.focus()
@@ -262,6 +282,11 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         self.sample_host()  # psutil is imported in its thread
         self.compute_plan()
         self.check_pull()
+        self.set_timer(1.0, self._preload_chat)
+
+    def _preload_chat(self) -> None:
+        self.run_worker(lambda: load("tui.widgets.chat_pane").preload(), thread=True, group="chat-preload",
+                        exit_on_error=False)
 
     @work(group="plan", exclusive=True, exit_on_error=False)
     async def compute_plan(self) -> None:
@@ -271,7 +296,9 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
     @on(PlanReady)
     def plan_ready(self, message: PlanReady) -> None:
         self.plan, self.plan_error = message.plan, message.error
-        self.query_one(ChatPane).ceiling = (self.plan or {}).get("decode_tokens_per_s_ceiling")
+        self.chat_ceiling = (self.plan or {}).get("decode_tokens_per_s_ceiling")
+        if (pane := self.shown_chat_pane()) is not None:
+            pane.ceiling = self.chat_ceiling
         self._show_ledger()
         if getattr(self, "restart_after_plan", False):  # a profile switch: restart on its own plan
             self.restart_after_plan = False
@@ -333,7 +360,7 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             self.query_one(LogPane).focus()
         else:
             await self.show_view("chat")
-            pane = self.query_one(ChatPane)
+            pane = await self.chat_pane()
             pane.focus_input()
             if not pane.help_in_view():  # else the help says it, and a toast at the top right covered it
                 self.notify("chat: every key is text now; esc esc goes back to the log", timeout=3)
@@ -481,7 +508,9 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         live = poll.state.state in SUPERVISED
         base_url = (live and poll.state.base_url) or settings.base_url
         name = (live and poll.state.served_model_name) or settings.served_name
-        self.query_one(ChatPane).endpoint = (base_url, name) if live else None
+        self.chat_endpoint = (base_url, name) if live else None
+        if (pane := self.shown_chat_pane()) is not None:
+            pane.endpoint = self.chat_endpoint
         self.query_one(FiguresPanel).show(poll.parsed, poll.timeline, poll.state.workers)
         if poll.parsed != self.parsed:
             self.parsed = poll.parsed

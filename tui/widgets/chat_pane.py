@@ -47,7 +47,9 @@ HELP = ("Ask the served model something. Every key here is text. enter: send · 
         "code block) · ctrl+y: copy the last reply")
 
 
-def _preload() -> None:
+def preload() -> None:
+    """What the first chat needs (httpx, rich.markdown, the pane's widgets), imported in a thread a
+    second after the console's first frame (tui/screens/main.py), before anyone presses c."""
     import backend.chat.store  # noqa: F401 - the pane's content, built when the chat is first shown
     import backend.chat.stream  # noqa: F401
     import tui.widgets.chat_input  # noqa: F401
@@ -142,9 +144,6 @@ class ChatPane(QwenNode, Vertical):
 
     def on_mount(self) -> None:
         self.conversation = self._new_conversation()
-        # what the first chat needs (httpx, rich.markdown, the pane's widgets) is imported off the
-        # first frame's path, in a thread
-        self.set_timer(1.0, lambda: self.run_worker(_preload, thread=True, group="chat-preload", exit_on_error=False))
 
     async def build(self) -> None:
         """The pane's widgets, made the first time the chat is shown (start-up: the hidden tab's
