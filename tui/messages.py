@@ -1,15 +1,12 @@
 """Every message the console's workers post, in one place. Workers never touch widgets.
 
-Each is a dataclass with typed fields (Textual's Message calls ``__post_init__``, so dataclass
-messages initialise as the hand-written ones did). ``@dataclass(eq=False)`` is written out on each
-(an alias of it hid the fields from mypy): a message is an event, equal only to itself (as Textual's
-own are), and dataclass's ``__eq__`` for 19 classes cost ~5 ms of the console's start (issue 16).
-The backend types are imported for the type checker only: the console's first frame must not wait
-for NVML, httpx or the doctor."""
+Each is a Message with a typed __init__, as Textual's own are: a message is an event, equal only to
+itself. They were dataclasses (eq=False); making 25 of them cost ~2.5 ms of the console's start,
+the compiling of their generated __init__ and __repr__ (issue 28). The backend types are imported
+for the type checker only: the console's first frame must not wait for NVML, httpx or the doctor."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
@@ -35,189 +32,213 @@ if TYPE_CHECKING:
     from backend.settings import Settings
 
 
-@dataclass(eq=False)
 class ServerPolled(Message):
     """A fresh look at the supervisor's state file and the new log lines."""
 
-    poll: Poll
+    def __init__(self, poll: Poll) -> None:
+        super().__init__()
+        self.poll = poll
 
 
-@dataclass(eq=False)
 class ActionFinished(Message):
     """start / stop / restart / sleep / wake finished; `text` says what was done."""
 
-    action: str
-    text: str
-    error: bool = False
+    def __init__(self, action: str, text: str, error: bool = False) -> None:
+        super().__init__()
+        self.action = action
+        self.text = text
+        self.error = error
 
 
-@dataclass(eq=False)
 class GpusSampled(Message):
     """One NVML reading of every card and who holds each card (GPU index -> holders)."""
 
-    samples: list[GpuSample]
-    holders: dict[int, list[Holder]] = field(default_factory=dict)
+    def __init__(self, samples: list[GpuSample], holders: dict[int, list[Holder]] | None = None) -> None:
+        super().__init__()
+        self.samples = samples
+        self.holders = {} if holders is None else holders
 
 
-@dataclass(eq=False)
 class PlanReady(Message):
     """The memory ledger for the current settings (Ledger.to_dict()), or why there is none."""
 
-    plan: dict[str, Any] | None
-    error: str | None = None
+    def __init__(self, plan: dict[str, Any] | None, error: str | None = None) -> None:
+        super().__init__()
+        self.plan = plan
+        self.error = error
 
 
-@dataclass(eq=False)
 class SettingSaved(Message):
     """A settings edit was written (`saved`) or refused (`error`)."""
 
-    saved: Saved | None = None
-    error: str | None = None
+    def __init__(self, saved: Saved | None = None, error: str | None = None) -> None:
+        super().__init__()
+        self.saved = saved
+        self.error = error
 
 
-@dataclass(eq=False)
 class OrphansScanned(Message):
     """Before a start or a restart (the old server still running): processes no supervisor owns."""
 
-    scan: OrphanScan
-    done: str = ""
-    restart: bool = False
+    def __init__(self, scan: OrphanScan, done: str = "", restart: bool = False) -> None:
+        super().__init__()
+        self.scan = scan
+        self.done = done
+        self.restart = restart
 
 
-@dataclass(eq=False)
 class OrphanKilled(Message):
     """A targeted kill finished: `stopped` (a Stopped, or a stopped supervisor's text) and a fresh
     scan, or `error`."""
 
-    pid: int
-    stopped: Stopped | str | None = None
-    scan: OrphanScan | None = None
-    error: str | None = None
+    def __init__(self, pid: int, stopped: Stopped | str | None = None, scan: OrphanScan | None = None,
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.pid = pid
+        self.stopped = stopped
+        self.scan = scan
+        self.error = error
 
 
-@dataclass(eq=False)
 class ChatDelta(Message):
     """Reply text that arrived (deltas coalesced for about 50 ms)."""
 
-    text: str
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
 
 
-@dataclass(eq=False)
 class ChatFinished(Message):
     """A reply ended: `result` with its figures, or `error` and `fix`. Bubbles up so the main
     screen can put the measured tokens/s beside the ledger's ceiling."""
 
-    result: ChatResult | None
-    line: str
-    error: str | None = None
-    fix: str | None = None
-    cancelled: bool = False
-    conversation: Conversation | None = None  # the conversation it belongs to
+    def __init__(self, result: ChatResult | None, line: str, error: str | None = None, fix: str | None = None,
+                 cancelled: bool = False, conversation: Conversation | None = None) -> None:
+        super().__init__()
+        self.result = result
+        self.line = line
+        self.error = error
+        self.fix = fix
+        self.cancelled = cancelled
+        self.conversation = conversation  # the conversation it belongs to
 
 
-@dataclass(eq=False)
 class DoctorReady(Message):
     """The pre-flight checks, or why they could not run."""
 
-    checks: list[Check]
-    error: str | None = None
+    def __init__(self, checks: list[Check], error: str | None = None) -> None:
+        super().__init__()
+        self.checks = checks
+        self.error = error
 
 
-@dataclass(eq=False)
 class FixProposed(Message):
     """The shown failure's fix as data (backend.fixes.Proposal), or None when its fix is no settings change."""
 
-    key: tuple[Any, ...]
-    proposal: Proposal | None
+    def __init__(self, key: tuple[Any, ...], proposal: Proposal | None) -> None:
+        super().__init__()
+        self.key = key
+        self.proposal = proposal
 
 
-@dataclass(eq=False)
 class FixApplied(Message):
     """A fix saved into the config file (`settings` read again), or why it was not."""
 
-    proposal: Proposal
-    path: str | None
-    settings: Settings | None
-    error: str | None = None
+    def __init__(self, proposal: Proposal, path: str | None, settings: Settings | None,
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.proposal = proposal
+        self.path = path
+        self.settings = settings
+        self.error = error
 
 
-@dataclass(eq=False)
 class StacksDumped(Message):
     """`qwen-tui stacks` from the console (k): where the dump was saved and of how many processes, or why not."""
 
-    path: str | None
-    count: int = 0
-    error: str | None = None
+    def __init__(self, path: str | None, count: int = 0, error: str | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.count = count
+        self.error = error
 
 
-@dataclass(eq=False)
 class P2PReady(Message):
     """`doctor --p2p`'s report (backend.doctor.p2p.run_p2p), or why it could not run."""
 
-    report: dict[str, Any] | None
-    error: str | None = None
+    def __init__(self, report: dict[str, Any] | None, error: str | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.error = error
 
 
-@dataclass(eq=False)
 class MetricsSampled(Message):
     """One read of the server's /metrics: `snapshot` (backend.metrics.Snapshot.to_dict()) and the
     rates since the last read, or `error`."""
 
-    snapshot: dict[str, Any] | None
-    rates: dict[str, Any]
-    error: str | None = None
+    def __init__(self, snapshot: dict[str, Any] | None, rates: dict[str, Any], error: str | None = None) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.rates = rates
+        self.error = error
 
 
-@dataclass(eq=False)
 class BenchProgress(Message):
     """A load-test request started or ended."""
 
-    done: int
-    in_flight: int
-    total: int
+    def __init__(self, done: int, in_flight: int, total: int) -> None:
+        super().__init__()
+        self.done = done
+        self.in_flight = in_flight
+        self.total = total
 
 
-@dataclass(eq=False)
 class BenchFinished(Message):
     """A load test ended: `report` is the `bench --json` object, or `error` why it did not run."""
 
-    report: dict[str, Any] | None
-    error: str | None = None
+    def __init__(self, report: dict[str, Any] | None, error: str | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.error = error
 
 
-@dataclass(eq=False)
 class ReportReady(Message):
     """The triage report (backend/report.py) as Markdown, with what was redacted; or why it could not be built."""
 
-    text: str | None
-    redactions: str = ""
-    error: str | None = None
+    def __init__(self, text: str | None, redactions: str = "", error: str | None = None) -> None:
+        super().__init__()
+        self.text = text
+        self.redactions = redactions
+        self.error = error
 
 
-@dataclass(eq=False)
 class ChatRefused(Message):
     """A message was not sent: prompt + max_tokens would exceed max_model_len. `drop`: the fewest
     oldest exchanges to leave out so it fits (None: dropping cannot make it fit, or it could not
     be counted)."""
 
-    text: str
-    budget: Budget
-    drop: int | None
+    def __init__(self, text: str, budget: Budget, drop: int | None) -> None:
+        super().__init__()
+        self.text = text
+        self.budget = budget
+        self.drop = drop
 
 
-@dataclass(eq=False)
 class BudgetCounted(Message):
     """The context budget line under the chat input."""
 
-    budget: Budget
+    def __init__(self, budget: Budget) -> None:
+        super().__init__()
+        self.budget = budget
 
 
-@dataclass(eq=False)
 class ClipboardDelivered(Message):
     """After OSC 52 went out: what the local clipboard or a file did."""
 
-    delivery: Delivery
-    what: str
+    def __init__(self, delivery: Delivery, what: str) -> None:
+        super().__init__()
+        self.delivery = delivery
+        self.what = what
 
 
 class ClusterPolled(Message):
@@ -269,36 +290,40 @@ class SweepFinished(Message):
         self.result, self.previous, self.error = result, previous, error
 
 
-@dataclass(eq=False)
 class PullStarted(Message):
     """A `qwen-tui pull` process was started (its pid and log), or why not."""
 
-    pid: int | None
-    log: str | None
-    error: str | None = None
+    def __init__(self, pid: int | None, log: str | None, error: str | None = None) -> None:
+        super().__init__()
+        self.pid = pid
+        self.log = log
+        self.error = error
 
 
-@dataclass(eq=False)
 class PullPolled(Message):
     """The pull's state file (backend/pull/state.py), whether its process is that pull and alive, and
     why the file was not believed."""
 
-    state: dict[str, Any] | None
-    alive: bool
-    why: str | None = None
+    def __init__(self, state: dict[str, Any] | None, alive: bool, why: str | None = None) -> None:
+        super().__init__()
+        self.state = state
+        self.alive = alive
+        self.why = why
 
 
-@dataclass(eq=False)
 class HostSampled(Message):
     """One reading of the host's CPU, RAM, swap and the server's RSS (backend.host.HostSample)."""
 
-    sample: HostSample
+    def __init__(self, sample: HostSample) -> None:
+        super().__init__()
+        self.sample = sample
 
 
-@dataclass(eq=False)
 class HistoryRead(Message):
     """The flight recorder's window (backend.history.Window) for the history view, or why not."""
 
-    window: Window | None
-    label: str
-    error: str | None = None
+    def __init__(self, window: Window | None, label: str, error: str | None = None) -> None:
+        super().__init__()
+        self.window = window
+        self.label = label
+        self.error = error
