@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:
+    from backend.gpu_facts import GpuInfo, GpuSample, P2PStatus
 
 # NVML error codes (nvml.h); compared through ``err.value`` so an injected fake needs no constants.
 ERR_INVALID_ARGUMENT = 2
@@ -62,85 +64,6 @@ _INIT_HINTS = {
     ERR_NO_PERMISSION: "no permission to open the NVIDIA devices",
     ERR_LIB_RM_VERSION_MISMATCH: "NVML library and kernel driver versions differ (reboot after a driver update?)",
 }
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """Facts that do not change while the server runs; read once at start-up."""
-
-    index: int
-    name: str
-    uuid: str | None
-    memory_total_bytes: int | None
-    compute_capability: tuple[int, int] | None
-    power_limit_w: float | None
-    pcie_gen_max: int | None  # what this GPU can do in this slot (device and system max)
-    pcie_gen_gpu_max: int | None  # what the GPU itself can do
-    pcie_width_max: int | None
-    memory_bus_width_bits: int | None
-    max_mem_clock_mhz: int | None
-    memory_bandwidth_gbs: float | None  # theoretical: bus width x max memory clock x 2 (DDR)
-    persistence_mode: bool | None
-    nvlink_supported: bool
-    nvlink_active_links: int
-
-
-@dataclass(frozen=True)
-class P2PStatus:
-    """Peer-to-peer capability between two GPUs, as NVML reports it (``nvidia-smi topo -p2p rwnap``)."""
-
-    gpu_a: int
-    gpu_b: int
-    read: str | None
-    write: str | None
-    nvlink: str | None
-    atomics: str | None
-    pci: str | None
-    topology: str | None  # nearest common ancestor (``nvidia-smi topo -m``)
-
-    @property
-    def ok(self) -> bool:
-        """True when the GPUs can read and write each other's memory directly."""
-        return self.read == "OK" and self.write == "OK"
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One reading of one GPU. ``None`` means N/A (not supported, or the read failed: see ``errors``)."""
-
-    index: int
-    name: str
-    timestamp: float  # time.time()
-    memory_used_bytes: int | None
-    memory_total_bytes: int | None
-    memory_reserved_bytes: int | None  # driver reservation; only memory v2 reports it
-    memory_source: str  # "v2" (matches nvidia-smi) or "v1" (used includes the reservation)
-    utilization_gpu_pct: int | None
-    utilization_memory_pct: int | None  # % of time memory was busy, not capacity
-    temperature_c: int | None
-    power_w: float | None
-    power_limit_w: float | None
-    pcie_gen: int | None
-    pcie_gen_max: int | None
-    pcie_width: int | None
-    pcie_width_max: int | None
-    fan_pct: int | None
-    errors: tuple[str, ...] = ()  # NVML failures other than "Not Supported", "field: message"
-
-    @property
-    def memory_free_bytes(self) -> int | None:
-        if self.memory_used_bytes is None or self.memory_total_bytes is None:
-            return None
-        return self.memory_total_bytes - self.memory_used_bytes - (self.memory_reserved_bytes or 0)
-
-    @property
-    def memory_used_fraction(self) -> float | None:
-        if self.memory_used_bytes is None or not self.memory_total_bytes:
-            return None
-        return self.memory_used_bytes / self.memory_total_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _text(value: Any) -> str:
@@ -269,6 +192,8 @@ class GpuMonitor:
         return self._get(index, field, errors, fn, *args)
 
     def _read_info(self, index: int, h: Any) -> GpuInfo:
+        from backend.gpu_facts import GpuInfo  # start-up: made once NVML is open, after the first frame
+
         n = self._nvml
         def s(field: str, fn: Any, *a: Any) -> Any:
             return self._static(index, field, fn, h, *a)
@@ -318,6 +243,8 @@ class GpuMonitor:
         return supported, active
 
     def _read_p2p(self, ia: int, ha: Any, ib: int, hb: Any) -> P2PStatus:
+        from backend.gpu_facts import P2PStatus  # start-up: as GpuInfo
+
         n = self._nvml
         caps: dict[str, str | None] = {}
         for cap, idx in P2P_CAPS.items():
@@ -395,6 +322,8 @@ class GpuMonitor:
             return [self._sample_one(info, h) for info, (_, h) in zip(self.gpus, self._handles, strict=False)]
 
     def _sample_one(self, info: GpuInfo, h: Any) -> GpuSample:
+        from backend.gpu_facts import GpuSample  # start-up: as GpuInfo
+
         n, i = self._nvml, info.index
         errors: list[str] = []
         def get(field: str, fn: Any, *a: Any) -> Any:
@@ -500,6 +429,8 @@ class GpuMonitor:
 
     def info_dict(self) -> dict[str, Any]:
         """Static facts as plain data (for JSON and the About panel)."""
+        from dataclasses import asdict  # start-up: as GpuInfo
+
         self.start()
         return {
             "available": self.available(),

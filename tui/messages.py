@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from backend.cluster.ops import ClusterStatus
     from backend.doctor import Check
     from backend.fixes import Proposal
-    from backend.gpu import GpuSample
+    from backend.gpu_facts import GpuSample
     from backend.history import Window
     from backend.host import HostSample
     from backend.ledger.preview import Preview

@@ -156,7 +156,7 @@ async def test_a_theme_saved_applies_now(cfg):
         assert "used now" in message(app)
         # its colours too: the stylesheet reparsed with the new theme's variables (tui/themes.py)
         light = Color.parse(app.get_theme("textual-light").background).hex
-        assert await wait_until(pilot, lambda: app.main_screen.styles.background.hex == light), app.main_screen.styles.background
+        assert await wait_until(pilot, lambda: app.main_screen.styles.background.hex == light)
     assert 'theme = "textual-light"' in cfg.read_text()
 
 

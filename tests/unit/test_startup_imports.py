@@ -35,8 +35,11 @@ DEFERRED = [
     "tui.screens.profiles",
     "tui.screens.quit",  # with q
     "pynvml",  # NVML opens in a thread after the first frame (GpuMonitor(start=False))
+    "backend.gpu_facts",  # what NVML says: made once NVML is open (issue 28)
     "psutil",  # the state file's pid checks: once there is a pid to check
     "secrets",  # the API key's generator (hashlib, OpenSSL with it)
+    "tui.widgets.chat_pane",  # the chat pane: mounted when the chat is first shown (issue 28)
+    "backend.chat.session",
     "backend.chat.store",  # the chat pane's content: built when the chat is first shown
     "tui.widgets.transcript",
     "tui.widgets.reply",

@@ -42,7 +42,7 @@ from tui.widgets.status_bar import StatusBar
 from tui.widgets.view_tabs import ViewTabs
 
 if TYPE_CHECKING:
-    from backend.gpu import GpuSample
+    from backend.gpu_facts import GpuSample
     from backend.server.client import Poll
     from backend.server.orphans import Holder
     from backend.settings import Settings

@@ -6,9 +6,8 @@ once for the height and once for the paint, cost ~3.5 ms of the console's first 
 
 from __future__ import annotations
 
-from typing import Any
-
 import textwrap
+from typing import Any
 
 from textual.content import Content
 from textual.widget import Widget

@@ -13,7 +13,7 @@ from tui.palette import style
 if TYPE_CHECKING:
     from textual.app import App
 
-    from backend.gpu import GpuSample
+    from backend.gpu_facts import GpuSample
     from backend.server.orphans import Holder
 
 
