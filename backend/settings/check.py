@@ -95,9 +95,11 @@ def locate(text: str | None, section: str, key: str | None = None) -> int | None
 
 def merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, text: str | None = None) -> None:
     for section, table in data.items():
-        at = f"{where}:{locate(text, section) or 1}"
+        def at(section: str = section) -> str:  # the section's line: looked up for a message only
+            return f"{where}:{locate(text, section) or 1}"
+
         if not isinstance(table, dict):
-            raise ConfigError(f"{at}: '{section}' must be a table like [{section}]")
+            raise ConfigError(f"{at()}: '{section}' must be a table like [{section}]")
         if section in OWN_SECTIONS:
             continue  # read and checked by its own module
         if section == "profiles":  # [profiles.NAME]: overlays of [server] keys (backend/profiles.py)
@@ -111,7 +113,7 @@ def merge(base: dict[str, dict[str, Any]], data: dict[str, Any], where: str, tex
             continue
         if section not in SCHEMA:
             known = ", ".join([*SCHEMA, "profiles", *OWN_SECTIONS])
-            raise ConfigError(f"{at}: unknown section [{section}] (known: {known})")
+            raise ConfigError(f"{at()}: unknown section [{section}] (known: {known})")
         for key, value in table.items():
             try:
                 base[section][key] = check_value(section, key, value)

@@ -113,6 +113,23 @@ def test_unknown_key_in_file(tmp_path, qhome):
         S.load(config=str(bad))
 
 
+@pytest.mark.parametrize("text, line, words", [
+    ("[server]\nport = 8000\n\n[nosuch]\nx = 1\n", 4, "unknown section [nosuch]"),
+    ("[server]\nport = 8000\n", None, None),
+    ("console = 3\n", 1, "'console' must be a table like [console]"),
+])
+def test_a_bad_section_is_named_at_its_line(tmp_path, qhome, text, line, words):
+    """The section's line is looked up only for the message (it was for every section of every load)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    if line is None:
+        assert S.load(config=str(cfg)).server["port"] == 8000
+        return
+    with pytest.raises(S.ConfigError) as e:
+        S.load(config=str(cfg))
+    assert str(e.value).startswith(f"{cfg}:{line}: {words}"), e.value
+
+
 def test_save_keeps_comments_and_refuses_bad_values(tmp_path, repo_config):
     cfg = tmp_path / "config.toml"
     cfg.write_text(repo_config.read_text())
