@@ -25,8 +25,12 @@ class MainScreenHooks(Protocol):
     def _settings_closed(self, result: str | None) -> None: ...
 
 
+# MainScreen actions that change the server or its settings: none of them in watch mode
+WATCH_BLOCKED = frozenset({"start", "stop", "restart", "settings", "profiles", "sleep_wake", "cluster", "pull"})
+
+
 class ConsoleApp(App[int]):  # exit(0): the result is the exit code
-    # --watch: every panel, no key that changes the server (tui/screens/events.py)
+    # --watch: every panel, no key that changes the server (WATCH_BLOCKED)
     watching = False
     settings: Settings
     client: ServerClient  # tests give a scripted one of the same shape

@@ -6,7 +6,8 @@ from __future__ import annotations
 from backend import events
 from backend.server.client import Poll
 from tests.helpers.console import app_with, wait_until
-from tui.screens.events import WATCH_BLOCKED, EventsScreen
+from tui.console_app import WATCH_BLOCKED
+from tui.screens.events import EventsScreen
 from tui.screens.main import MainScreen
 from tui.widgets.keys_footer import KeysFooter
 from tui.widgets.status_bar import StatusBar

@@ -34,6 +34,8 @@ DEFERRED = [
     "tui.screens.cluster",
     "tui.screens.profiles",
     "tui.screens.quit",  # with q
+    "tui.screens.events",  # with j (--watch's keys are in tui/console_app.py)
+    "tui.screens.dialog",  # the dialogs' frame: with the first dialog
     "pynvml",  # NVML opens in a thread after the first frame (GpuMonitor(start=False))
     "backend.gpu_facts",  # what NVML says: made once NVML is open (issue 28)
     "psutil",  # the state file's pid checks: once there is a pid to check

@@ -1,6 +1,6 @@
 """EventsScreen (key j): the journal of this state dir, newest last: who started, stopped, restarted,
-saved which setting, from where, and how it ended (backend/events.py). Also the keys --watch leaves
-out (WATCH_BLOCKED): every one that starts, stops, restarts, sleeps, kills or saves settings."""
+saved which setting, from where, and how it ended (backend/events.py). The keys --watch leaves out
+are WATCH_BLOCKED in tui/console_app.py."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from textual.widgets import Label, Static
 
 from tui.screens.dialog import Dialog
 
-# MainScreen actions that change the server or its settings: none of them in watch mode
-WATCH_BLOCKED = frozenset({"start", "stop", "restart", "settings", "profiles", "sleep_wake", "cluster", "pull"})
 SHOWN = 200
 
 

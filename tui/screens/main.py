@@ -21,10 +21,10 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from backend.server.status import FAILING, SERVING, SUPERVISED, ServerState, ServerStatus
+from tui.console_app import WATCH_BLOCKED
 from tui.lazy import load
 from tui.messages import ActionFinished, ChatFinished, GpusSampled, HostSampled, MetricsSampled, PlanReady, ServerPolled
 from tui.node import QwenNode
-from tui.screens.events import WATCH_BLOCKED
 from tui.screens.fix_actions import FixActions
 from tui.screens.main_dialogs import MainDialogs
 from tui.screens.server_actions import ServerActions
