@@ -40,7 +40,7 @@ async def test_log_status_and_figures_follow_the_source(qhome):
         figures = dict(__import__("tui.widgets.figures_panel", fromlist=["rows"]).rows(PARSED))
         assert figures["KV tokens"] == "1,309,184"
         assert figures["max concurrency"] == "639.25x @ 2,048 tok"
-        assert not app.screen.query_one(FailureBanner).has_class("-shown")
+        assert not app.screen.query(FailureBanner)  # made with the first failure shown (issue 28)
 
 
 async def test_keys_start_stop_restart_reach_the_client(qhome):
@@ -286,3 +286,23 @@ async def test_the_gc_the_start_turned_off_is_back_on_after_the_first_frame(qhom
     finally:
         gc.enable()
         gc.unfreeze()  # the test process's: many apps share it
+
+
+async def test_the_failure_banner_is_made_on_the_first_failure_under_the_status_bar(qhome):
+    """Issue 28: no banner widget until a failure is shown (most starts never need one); made then,
+    it sits under the status bar, and a READY server hides it again."""
+    failure = {"kind": "kv_cache_too_small", "message": "max seq len 32768 > KV cache 12784 tokens",
+               "fix": "set server.max_model_len = 12784"}
+    polls = [Poll(state={"state": "stopped"})] * 5 + \
+        [Poll(state={"state": "failed", "failure": failure}, parsed={"phase": "failed"})] * 5 + \
+        [Poll(state=READY, parsed=PARSED)]
+    app, _ = app_with(polls, qhome)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert not app.screen.query(FailureBanner)
+        assert await wait_until(pilot, lambda: bool(app.screen.query(FailureBanner)))
+        banner = app.screen.query_one(FailureBanner)
+        assert await wait_until(pilot, lambda: banner.has_class("-shown"))
+        ids = [w.id for w in app.screen.children]
+        assert ids[ids.index("status") + 1] == "failure"
+        assert "FAILED: kv_cache_too_small" in str(banner.render())
+        assert await wait_until(pilot, lambda: not banner.has_class("-shown"), tries=100)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 
 from tui.messages import FixApplied, FixProposed, StacksDumped
-from tui.widgets.failure_banner import FailureBanner
 
 if TYPE_CHECKING:
     from backend.fixes import Proposal
@@ -31,13 +30,17 @@ class FixActions(MainScreenParts):
     fix_key: tuple[Any, ...] | None = None
     fix: Proposal | None = None  # the one shown
 
+    def _show_fix(self, fix: dict[str, Any] | None) -> None:
+        if (banner := self.failure_banner()) is not None:  # none before the first failure
+            banner.show_fix(fix)
+
     def offer_fix(self, failure: Mapping[str, Any] | None) -> None:
         """Called with the failure the banner shows: a new one gets its proposal computed."""
         key = (failure.get("kind"), failure.get("message"), failure.get("attempt")) if failure else None
         if key == self.fix_key:
             return
         self.fix_key, self.fix = key, None
-        self.query_one(FailureBanner).show_fix(None)
+        self._show_fix(None)
         if failure and key is not None:
             self.propose_worker(key, dict(failure))
 
@@ -52,8 +55,7 @@ class FixActions(MainScreenParts):
         if message.key != self.fix_key:
             return  # an older failure's
         self.fix = message.proposal
-        self.query_one(FailureBanner).show_fix(
-            message.proposal.to_dict() if message.proposal else None)
+        self._show_fix(message.proposal.to_dict() if message.proposal else None)
 
     def action_apply_fix(self) -> None:
         prop = self.fix
@@ -88,7 +90,7 @@ class FixActions(MainScreenParts):
 
         record(message.proposal, message.path)
         self.fix = None
-        self.query_one(FailureBanner).show_fix(None)
+        self._show_fix(None)
         self.restart_after_plan = True  # the restart runs on the fixed settings' plan (MainScreen.plan_ready)
         self.compute_plan()
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from backend.server.status import ServerStatus
     from tui.node import QwenNode
+    from tui.widgets.failure_banner import FailureBanner
 
     class MainScreenParts(QwenNode, Screen[None]):
         """What the main screen's mixins (this one, fix_actions.py, main_dialogs.py) use of MainScreen, for mypy."""
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         def shown_profile(self) -> str | None: ...
         def _show_status(self) -> None: ...
         def _run_action(self, action: str, exposure_ok: bool = False) -> None: ...
+        def failure_banner(self, make: bool = False) -> FailureBanner | None: ...
 else:
     MainScreenParts = object  # at run time the mixins are plain classes, MainScreen the Screen
 
