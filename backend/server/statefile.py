@@ -9,7 +9,6 @@ else is "untrusted state file: why" (never signalled) or a stale file that is se
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -78,6 +77,8 @@ class ServerRecord:
 
 def argv_hash(argv: list[str]) -> str:
     """The record's argv_hash: which launch argv (so which settings) a server runs."""
+    import hashlib  # start-up: the supervisor's only (OpenSSL's load was ~1 ms of the console's start)
+
     return hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
 
 

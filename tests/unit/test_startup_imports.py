@@ -40,6 +40,7 @@ DEFERRED = [
     "backend.gpu_facts",  # what NVML says: made once NVML is open (issue 28)
     "psutil",  # the state file's pid checks: once there is a pid to check
     "secrets",  # the API key's generator (hashlib, OpenSSL with it)
+    "hashlib",  # the state file's argv_hash: the supervisor's (issue 28)
     "tui.widgets.chat_pane",  # the chat pane: mounted when the chat is first shown (issue 28)
     "backend.chat.session",
     "backend.chat.store",  # the chat pane's content: built when the chat is first shown
