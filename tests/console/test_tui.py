@@ -306,3 +306,24 @@ async def test_the_failure_banner_is_made_on_the_first_failure_under_the_status_
         assert ids[ids.index("status") + 1] == "failure"
         assert "FAILED: kv_cache_too_small" in str(banner.render())
         assert await wait_until(pilot, lambda: not banner.has_class("-shown"), tries=100)
+
+
+async def test_the_figure_strip_is_made_when_the_screen_first_narrows(qhome):
+    """Issue 28: a wide start makes no strip (it is the side column in one line, hidden there); the
+    first resize below 100 columns makes it, under the status bar, with the figures already in it."""
+    from tui.widgets.figure_strip import FigureStrip
+
+    app, _ = app_with([Poll(state=READY, parsed=PARSED)], qhome)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_until(pilot, lambda: app.screen.state.get("state") == "ready")
+        assert not app.screen.query(FigureStrip)
+        await pilot.resize_terminal(80, 24)
+        assert await wait_until(pilot, lambda: bool(app.screen.query(FigureStrip)))
+        strip = app.screen.query_one(FigureStrip)
+        assert await wait_until(pilot, lambda: strip.display and "KV 1,309,184 tok" in strip.last_text)
+        ids = [w.id for w in app.screen.children]
+        assert ids[ids.index("status") + 1] == "strip"
+        line = app.screen._compositor.render_strips()[strip.region.y].text
+        assert "READY · KV 1,309,184 tok" in line, line
+        await pilot.resize_terminal(120, 40)
+        assert await wait_until(pilot, lambda: not strip.display)

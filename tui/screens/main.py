@@ -101,7 +101,8 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         self.set_class(self.narrow, "-narrow", update=False)
         yield StatusBar(id="status")
         # the failure banner (#failure) is mounted under it on the first failure (failure_banner())
-        yield FigureStrip(id="strip")
+        if self.narrow:  # the side column in one line; at a wider start, made once it is narrow (_apply_width)
+            yield FigureStrip(id="strip")
         with Horizontal(id="body"):
             with Vertical(id="tabs"):  # the log or the chat: the `-chat` class says which (main.tcss)
                 yield ViewTabs(id="views")
@@ -160,6 +161,9 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         narrow = 0 < width < NARROW_W
         if narrow != self.narrow:
             self.narrow = narrow
+            if narrow and not self.query("#strip"):
+                self.mount(FigureStrip(id="strip"), after="#failure" if self.query("#failure") else "#status")
+                self._show_strip()
             self.set_class(narrow, "-narrow")
             if not narrow:
                 self.remove_class("-side-open")
@@ -180,7 +184,8 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             self.query_one(LogPane).focus()
 
     def _show_strip(self) -> None:
-        self.query_one(FigureStrip).show(self.state.state, self.parsed, self.gpu_memory, self.state.workers)
+        for strip in self.query(FigureStrip):  # none until the screen is first narrow
+            strip.show(self.state.state, self.parsed, self.gpu_memory, self.state.workers)
 
     def _show_pending(self) -> None:
         if self.is_mounted:
