@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -221,9 +221,9 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         self.query_one("#tabs").set_class(view == "chat", "-chat")
 
     def shown_chat_pane(self) -> ChatPane | None:
-        """The chat pane, once it has been shown (None before)."""
+        """The chat pane once it has been made (on its first showing), else None."""
         panes = self.query("#chat")
-        return panes.first() if panes else None  # type: ignore[return-value]
+        return cast("ChatPane", panes.first()) if panes else None
 
     async def chat_pane(self) -> ChatPane:
         """The chat pane, mounted on first use: its widgets, module and session wait for the chat
@@ -538,7 +538,7 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         shown, None before that: most starts never need it (it was ~0.8 ms of the first frame)."""
         found = self.query("#failure")
         if found:
-            return found.first()  # type: ignore[return-value]
+            return cast("FailureBanner", found.first())
         if not make:
             return None
         from tui.widgets.failure_banner import FailureBanner  # start-up: with the first failure
