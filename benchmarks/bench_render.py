@@ -139,8 +139,8 @@ async def measure(rate: float, n_tokens: int, key_interval: float = 0.05) -> dic
     typed = []
 
     async with app.run_test(size=(120, 40)) as pilot:
-        pane = app.screen.query_one(ChatPane)
         await pilot.press("c")
+        pane = app.screen.query_one(ChatPane)  # made on the chat's first showing
         await pilot.pause(1.5)  # a person starts typing later than this; the chat's imports are done by then
         box = app.screen.query_one("#chat-input", Input)
 

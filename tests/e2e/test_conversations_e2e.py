@@ -121,8 +121,9 @@ async def _cut_one_reply(watch: MetricsWatch, ChatPane, Static) -> None:  # noqa
     app = _app()
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 60)
-        pane = app.screen.query_one(ChatPane)
-        assert await until(lambda: pane.endpoint is not None)
+        assert await until(lambda: app.screen.chat_endpoint is not None)
+        pane = await app.screen.chat_pane()  # made before its first showing, to set it up (issue 28)
+        assert isinstance(pane, ChatPane) and pane.endpoint is not None
         pane.request_extra = {"ignore_eos": True}
         await pilot.press("c")
         # when the console cut the stream (printed beside esc's own way through the event loop)
@@ -225,8 +226,9 @@ async def test_two_replies_quit_reopen_with_figures_then_export(server):
     app = _app()
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 60)
-        pane = app.screen.query_one(ChatPane)
-        assert await until(lambda: pane.endpoint is not None)
+        assert await until(lambda: app.screen.chat_endpoint is not None)
+        pane = await app.screen.chat_pane()  # made before its first showing, to set it up (issue 28)
+        assert isinstance(pane, ChatPane) and pane.endpoint is not None
         pane.conversation.params.max_tokens = 24
         pane.request_extra = {"ignore_eos": True}  # random weights can end a reply early: 24 tokens each
         await pilot.press("c", *"Hello there", "enter")
@@ -242,8 +244,8 @@ async def test_two_replies_quit_reopen_with_figures_then_export(server):
     app = _app()  # the console again, from nothing
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 30)
-        pane = app.screen.query_one(ChatPane)
         await pilot.press("c", "up", "o")
+        pane = app.screen.query_one(ChatPane)
         table = app.screen.query_one(DataTable)
         assert await until(lambda: table.row_count >= 1)
         keys = [k.value for k in table.rows]
