@@ -244,8 +244,9 @@ async def test_two_replies_quit_reopen_with_figures_then_export(server):
     app = _app()  # the console again, from nothing
     async with app.run_test(size=(160, 48)) as pilot:
         until = pilot_waiter(pilot, 30)
-        await pilot.press("c", "up", "o")
-        pane = app.screen.query_one(ChatPane)
+        await pilot.press("c")
+        pane = app.screen.query_one(ChatPane)  # made on the chat's first showing
+        await pilot.press("up", "o")
         table = app.screen.query_one(DataTable)
         assert await until(lambda: table.row_count >= 1)
         keys = [k.value for k in table.rows]
