@@ -91,18 +91,25 @@ def _wrap(text: str, width: int) -> list[str]:
 
 def layout(pairs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
     """The (name, value) rows as screen lines `width` wide: each line's name part (padded to the name
-    column) and value part. The name column is the longest name, narrowed (its names wrapped) only
-    where that leaves the values fewer than MIN_VALUE_W columns."""
+    column) and value part. The name column is the longest name. Where a value would wrap, it narrows
+    first to the longest name that is not indented: an indented row (a start-up phase, "  ▸ loading_weights")
+    then runs its value on past the column when the line has room. Below that, it narrows (its names
+    wrapped) only as far as it leaves the values MIN_VALUE_W columns."""
     if not pairs:
         return []
     width = max(width, 3)
     name_w = max(len(name) for name, _ in pairs)
     value_w = max(len(value) for _, value in pairs)
     if name_w + 1 + value_w > width:
+        plain = max((len(name) for name, _ in pairs if not name.startswith(" ")), default=name_w)
+        name_w = max(plain, width - 1 - value_w)
         value_w = max(width - name_w - 1, min(value_w, MIN_VALUE_W, width - 2))
         name_w = width - 1 - value_w
     lines = []
     for name, value in pairs:
+        if len(name) > name_w and len(name) + 1 + len(value) <= width:
+            lines.append((name, value))  # an indented row's name past the column, its value after it
+            continue
         names, values = _wrap(name, name_w), _wrap(value, value_w)
         for n in range(max(len(names), len(values))):
             lines.append(((names[n] if n < len(names) else "").ljust(name_w),
