@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from backend import record
 from backend.logparse.diagnose import CPU_KV, cpu_utilization_floor
 from backend.server.ports import probe_bind
 from backend.settings import Settings, save_setting
@@ -282,7 +283,7 @@ def _with(settings: Settings, changes: list[Change]) -> Settings:
             server["env"] = {**(server.get("env") or {}), c.key: c.value}
         elif c.section == "server":
             server[c.key] = c.value
-    return replace(settings, server=server)
+    return record.replace(settings, server=server)
 
 
 def origin_block(settings: Settings, changes: list[Change]) -> str | None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from backend.record import record, replace
 
 if TYPE_CHECKING:
     from backend.settings import Settings
@@ -24,7 +25,7 @@ MODULE = "backend.cli"
 KEY_OVERRIDE = "server.api_key"  # a --set of it never goes into a child's argv (`ps` shows argv to every user)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Origin:
     """How a run was configured; `argv()` gives the global options that load the same settings."""
 
@@ -116,7 +117,7 @@ def command(origin: Origin | None, *args: str, prefix: Iterable[str] | None = No
     return [*base, *(origin.argv() if origin is not None else []), *args]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Child:
     """A child to start: its argv and what its environment adds (a key never rides in argv)."""
 
@@ -150,7 +151,7 @@ def router_supervisor(origin: Origin) -> list[str]:
     return command(origin, "router", "serve", "--quiet")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PullJob:
     """What a pull child is asked to do (the options of `qwen-tui pull`)."""
 

@@ -13,10 +13,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from backend import spawn
+from backend.record import record
 from backend.server import startup_history, statefile
 from backend.server.status import HAS_PROCESS, IDLE, SLEEP_KEYS, SUPERVISED, ServerState, ServerStatus, in_group
 from backend.spawn import Origin
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from backend.server.orphans import OrphanScan, Stopped
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Poll:
     """One look at the server for the console: its status, the log lines since the last look, and
     what the log parser made of the whole log. A status given as a dict (tests, recordings) is read

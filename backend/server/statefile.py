@@ -14,15 +14,15 @@ import os
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast, get_args, get_origin, get_type_hints
 
 from backend import paths
+from backend.record import fields, record
 from backend.server.status import STATES, SUPERVISED
 
 
-@dataclass
+@record
 class ServerRecord:
     """The state file's one record: every key it holds, typed. The supervisor writes one at every
     transition (`Supervisor.record()`), the console one for an orphan it stopped (`stopped_by_console`);

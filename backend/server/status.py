@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field
 from functools import cached_property
 from typing import Any
+
+from backend.record import fields, record, replace
 
 
 class ServerState(enum.StrEnum):
@@ -65,7 +67,7 @@ def in_group(state: object, group: frozenset[ServerState]) -> bool:
     return parsed is not None and parsed in group
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ServerStatus(Mapping[str, Any]):
     """One look at the server, as `qwen-tui status --json` reports it.
 

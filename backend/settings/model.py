@@ -5,10 +5,11 @@ that every other reader uses (`settings.server_cfg.port`)."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from backend.record import record
 from backend.settings.keyfile import resolve_key
 from backend.settings.spec import (
     ChatSettings,
@@ -22,7 +23,7 @@ from backend.settings.spec import (
 T = TypeVar("T", bound=Section)
 
 
-@dataclass
+@record
 class Settings:
     server: dict[str, Any]
     console: dict[str, Any]

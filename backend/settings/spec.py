@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import FrozenInstanceError
 from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar, dataclass_transform
 
 from backend.errors import ConfigError
+from backend.record import record
 
 # When a saved change is used. "supervisor": a console key the supervisor reads when it starts (so, like
 # [server], on the next start or restart); "console-start": read once when the console starts.
@@ -29,7 +30,7 @@ Flag = Literal["flag", "negatable", "none"]
 Range = tuple[float | None, float | None]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Key:
     type: type | tuple[type, ...]  # what the TOML file may hold
     default: Any  # None: not set (for [server]: not passed, vLLM's default applies)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from backend import setting_rows
+from backend import record, setting_rows
 from backend import settings as S
 from backend.chat.conversation import ChatParams, parse_param
 from backend.chat.stream import stream_chat
@@ -48,12 +48,12 @@ def test_check_value_takes_the_range_from_the_spec(section, key):
 
 def test_check_value_follows_a_changed_spec(monkeypatch):
     """The check reads the Key, not a table of its own: narrow a range and the check follows."""
-    monkeypatch.setitem(S.CHAT, "temperature", dataclasses.replace(S.CHAT["temperature"], range=(0, 1)))
+    monkeypatch.setitem(S.CHAT, "temperature", record.replace(S.CHAT["temperature"], range=(0, 1)))
     with pytest.raises(S.ConfigError, match="0 to 1"):
         S.check_value("chat", "temperature", 1.5)
     with pytest.raises(ValueError, match="0 to 1"):
         parse_param("temperature", "1.5")
-    monkeypatch.setitem(S.SERVER, "quantization", dataclasses.replace(S.SERVER["quantization"], non_empty=True))
+    monkeypatch.setitem(S.SERVER, "quantization", record.replace(S.SERVER["quantization"], non_empty=True))
     with pytest.raises(S.ConfigError, match="may not be empty"):
         S.check_value("server", "quantization", " ")
 
@@ -62,7 +62,7 @@ def test_check_value_follows_a_changed_spec(monkeypatch):
             raise S.ConfigError("server.quantization: no fp8 here")
         return value.lower()
 
-    monkeypatch.setitem(S.SERVER, "quantization", dataclasses.replace(S.SERVER["quantization"], check=no_fp8))
+    monkeypatch.setitem(S.SERVER, "quantization", record.replace(S.SERVER["quantization"], check=no_fp8))
     with pytest.raises(S.ConfigError, match="no fp8 here"):
         S.check_value("server", "quantization", "fp8")
     assert S.check_value("server", "quantization", "AWQ") == "awq"  # the value the Key's check keeps
