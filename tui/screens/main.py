@@ -88,6 +88,7 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
     ]
 
     narrow = False
+    _resumed = False  # the first ScreenResume has come (on_screen_resume)
     state: ServerStatus = ServerStatus(ServerState.STOPPED)  # the last poll's, replaced (never mutated) on each poll
     server_profile: str | None = None  # the running server's workload profile (the last poll's)
     # what the chat pane is given, kept here until it is first shown (it is made then)
@@ -152,6 +153,14 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
         self._first_poll = None  # from here the worker posts every poll
         if poll is not None:
             self.show_poll(ServerPolled(poll))
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # the first resume comes just after the mount styled every widget (and each change since
+        # restyled what it touched): Textual's restyle of the whole screen there found nothing to
+        # change and cost ~3 ms of the first frame. Later ones (after a dialog) restyle as Textual does
+        if not self._resumed:
+            self._resumed = True
+            event.refresh_styles = False
 
     # -- layout ---------------------------------------------------------------------------------
     def on_resize(self, event: events.Resize) -> None:
