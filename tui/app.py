@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.worker import Worker
 
-from backend import daemon_threads
+from backend import daemon_threads, paths
 from backend.server.status import RUNNING, ServerState
 from backend.settings import Settings
 from tui.console_app import ConsoleApp
 from tui.screens.main import MainScreen
-from tui.themes import register_themes, use_themed_stylesheet
+from tui.themes import ThemedStylesheet, register_themes, use_themed_stylesheet
 from tui.worker_errors import install as report_worker_errors
 
 if TYPE_CHECKING:
     from textual.app import SystemCommand
     from textual.screen import Screen
 
+CSS_KEPT = "tcss.pickle"  # in the cache dir: the stylesheet's parses, kept between starts (tui/themes.py)
 EXIT_GRACE_S = 1.5  # after a signal or a quit, the process ends within this even if something hangs
 # what each worker group does, for the message that says which one failed
 WORKER_PURPOSE = {
@@ -63,7 +64,8 @@ class QwenApp(ConsoleApp):  # the screens know it as ConsoleApp (tui/console_app
         self.worker_failures: list[tuple[str, str, str]] = []  # (name, group, error) of workers that raised
         self._theme_problems = register_themes(self, settings.console_cfg.theme)
         self._themes_set = True
-        use_themed_stylesheet(self)  # after the theme is set: parsed once, with its variables
+        # after the theme is set: parsed once, with its variables, and kept parsed between starts
+        use_themed_stylesheet(self, kept=paths.cache_dir() / CSS_KEPT)
         report_worker_errors(self, self.show_worker_failure)  # every worker's, the app's and its screens'
 
     # a theme's CSS variables, made once: Textual asks for them for the sheet it makes in its __init__
@@ -98,6 +100,13 @@ class QwenApp(ConsoleApp):  # the screens know it as ConsoleApp (tui/console_app
         if self.freeze_gc and not gc.isenabled():
             gc.freeze()
             gc.enable()
+        self.keep_parsed_css()
+
+    def keep_parsed_css(self) -> None:
+        """Write the stylesheet's new parses for the next start (after the first frame, and at the exit
+        for the dialogs' and the chat's)."""
+        if isinstance(self.stylesheet, ThemedStylesheet):
+            self.stylesheet.save()
 
     def _freeze_gc(self) -> None:
         gc.freeze()

@@ -42,6 +42,7 @@ def _run(args: argparse.Namespace) -> int:
 
             statefile.READ_ONLY["others"] = True  # read a teammate's files; watch mode signals nothing
         app.run()
+        app.keep_parsed_css()  # the dialogs' and the chat's, parsed since the first frame
     finally:
         gpus.shutdown()
     # the screen is restored: whatever still runs (a thread in a blocking call) must not keep
