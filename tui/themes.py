@@ -96,8 +96,12 @@ class ThemedStylesheet(Stylesheet):
         if self._kept is None or not self._new:
             return
         rules = {**self._loaded, **self._new}
-        data = pickle.dumps({"stamp": _stamp(), "variables": self._variables, "rules": rules},
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            data = pickle.dumps({"stamp": _stamp(), "variables": self._variables, "rules": rules},
+                                protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a later Textual's rules may not pickle: then each start parses, as Textual does
+            self._kept = None
+            return
         tmp = self._kept.with_name(f".{self._kept.name}.{os.getpid()}.tmp")
         try:
             self._kept.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

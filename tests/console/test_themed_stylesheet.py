@@ -139,3 +139,15 @@ async def test_the_console_keeps_its_parses_and_its_next_start_parses_none_of_th
         await pilot.pause()
         assert again.screen.query_one("#body").styles.height is not None
     assert seen == []
+
+
+def test_rules_that_do_not_pickle_are_parsed_at_each_start_and_break_nothing(monkeypatch, tmp_path):
+    path = tmp_path / "tcss.pickle"
+    sheet = kept_sheet(path)
+
+    def refuse(*a, **k):
+        raise TypeError("cannot pickle")
+
+    monkeypatch.setattr(themes.pickle, "dumps", refuse)
+    sheet.save()
+    assert not path.exists() and background(sheet) == "#102030"
