@@ -93,12 +93,18 @@ def test_fit_drops_keys_from_the_end_and_keeps_help():
     assert fit(pairs, 24) == [("s", "start"), ("?", "keys")]
 
 
-async def test_an_empty_log_says_how_to_start(qhome):
-    app, _ = app_with([Poll(state={"state": "stopped"})], qhome)
+async def test_an_empty_log_says_how_to_start_in_its_place_until_there_is_one(qhome):
+    from tui.widgets.log_pane import LogPane
+
+    line = "(APIServer pid=12204) INFO 12-01 07:41:05 [api_server.py:1234] Starting vLLM API server"
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome)
     async with app.run_test(size=(80, 24)) as pilot:
-        hint = app.screen.query_one("#log-hint")
-        assert await wait_until(pilot, lambda: hint.has_class("-shown"))
+        hint, log = app.screen.query_one("#log-hint"), app.screen.query_one(LogPane)
+        assert hint.display and not log.display  # the empty box is not drawn (~3 ms of the first frame)
         assert "press s to start the server" in str(hint.render())
+        client.polls.append(Poll(state={"state": "starting"}, lines=[line], new_log=True))
+        assert await wait_until(pilot, lambda: log.display and not hint.display)
+        assert len(log.lines) == 1
 
 
 async def test_log_lines_keep_their_message_at_80_columns_and_p_shows_the_prefix(qhome):

@@ -515,8 +515,8 @@ class MainScreen(ServerActions, FixActions, MainDialogs, QwenNode, Screen[None])
             ledger.border_subtitle = ""  # a new launch runs the saved settings (set only if shown: each set redraws)
         self.state = poll.state
         self.server_profile = poll.profile
-        self.query_one("#log-hint").set_class(not log.all_lines and self.state.state is ServerState.STOPPED,
-                                              "-shown")
+        # no log yet and nothing running: the hint in the log's place
+        self.query_one("#tabs").set_class(not log.all_lines and self.state.state is ServerState.STOPPED, "-no-log")
         settings = self.app.settings
         # while a server runs, its own address and name (settings saved since apply on restart)
         live = poll.state.state in SUPERVISED
