@@ -262,3 +262,17 @@ def test_a_tiny_figure_is_less_than_a_hundredth_not_zero():
 
     assert _fmt(0.0035) == "<0.01" and _fmt(0.0) == "0.00" and _fmt(14.714) == "14.71" and _fmt(None) == "—"
     assert _fmt(3_219_264) == "3,219,264"
+
+
+async def test_back_from_the_chat_to_the_hint_letters_are_commands_again(qhome):
+    """With the hint in the log's place (the log hidden), esc esc from the chat leaves no hidden
+    input holding the keys: `s` starts the server."""
+    app, client = app_with([Poll(state={"state": "stopped"})], qhome)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("c")
+        assert await wait_until(pilot, lambda: app.screen.view == "chat")
+        await pilot.press("escape", "escape")
+        assert await wait_until(pilot, lambda: app.screen.view == "log")
+        assert app.screen.query_one("#log-hint").display
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: "start" in client.actions)
