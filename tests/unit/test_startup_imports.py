@@ -87,6 +87,35 @@ def test_not_imported_before_the_console_runs(modules_at_run: set[str], module: 
     assert loaded == [], f"{module} is imported before the console's first frame again: {loaded}"
 
 
+# the same start, with every @dataclass made on the way named: their generated methods cost ~1 ms
+# a class (issue 28), so the start's own types are @record (backend/record.py)
+_DATACLASSES_AT_RUN = """
+import dataclasses, json, os, sys
+made = []
+real = dataclasses._process_class
+def process(cls, *args, **kwargs):
+    made.append(f"{cls.__module__}.{cls.__qualname__}")
+    return real(cls, *args, **kwargs)
+dataclasses._process_class = process
+import tui.app
+def run(self, *args, **kwargs):
+    print(json.dumps(made), flush=True)
+    os._exit(0)
+tui.app.QwenApp.run = run
+from tui.entry import main
+main(["--demo", "--set", "server.port=8097"])
+"""
+
+
+def test_no_dataclass_of_ours_is_made_before_the_console_runs(tmp_path) -> None:
+    env = dict(os.environ, QWEN_TUI_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", _DATACLASSES_AT_RUN], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
+    ours = [name for name in json.loads(r.stdout.strip().splitlines()[-1]) if name.startswith(("backend.", "tui."))]
+    assert ours == [], f"made with @dataclass before the first frame (make them @record): {ours}"
+
+
 def test_console_args_are_the_full_parsers() -> None:
     """The console's argv, parsed without the subcommands, gives what the full parser gives;
     anything else (a subcommand, help, a bad option) is left to the full parser."""
