@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import rich
+import textual
 from textual.app import App
 from textual.css.model import RuleSet
 from textual.css.stylesheet import Stylesheet
@@ -118,8 +120,6 @@ class ThemedStylesheet(Stylesheet):
 def _stamp() -> tuple[Any, ...]:
     """What the pickled rules' classes come from: Python, and Textual's and Rich's installs (an
     upgrade rewrites their files)."""
-    import rich
-    import textual
 
     out: list[Any] = [sys.version_info[:3]]
     for package in (textual, rich):
